@@ -1,0 +1,37 @@
+import json
+from pathlib import Path
+
+from snakemake.utils import validate
+
+from shardgen.config import Config
+from shardgen.layout import Layout
+from shardgen.snakemake_support import clear_stale_locks
+
+
+validate(config, schema="../schemas/config.schema.yaml")
+CONFIG = Config.from_dict(config)
+LAYOUT = Layout(CONFIG.results)
+SHARDS = [f"{i:03d}" for i in range(CONFIG.n_shards)]
+# The CLI steps read this (engine, checkpoint and other knobs that must not rerun anything).
+RESOLVED_CONFIG = str(CONFIG.write_resolved())
+clear_stale_locks(workflow)
+
+wildcard_constraints:
+    shard=r"\d{3}",
+
+
+def results(*parts):
+    return str(Path(CONFIG.results, *parts))
+
+
+def source_files(wildcards):
+    return [s["path"] for s in config["sources"] if "path" in s]
+
+
+def output_settings(*keys):
+    """Settings that change outputs, as a rerun trigger: a change reruns the rule and what follows."""
+    return json.dumps({k: config[k] for k in keys}, sort_keys=True)
+
+
+def output_dir(wildcards, output):
+    return str(Path(output[0]).parent)

@@ -1,0 +1,40 @@
+# Stage 4 and 5: the final dataset and training export, then the DuckDB report.
+
+
+rule merge:
+    input:
+        prompts=results("prompts", "prompts.parquet"),
+        done=expand(results("generate", "shard-{shard}.done.json"), shard=SHARDS),
+    output:
+        dataset=results("dataset", "data.parquet"),
+        train=results("dataset", "train.jsonl"),
+        failed=results("merge", "failed.parquet"),
+    log:
+        results("logs", "merge.log"),
+    benchmark:
+        results("benchmarks", "merge.tsv")
+    params:
+        config=RESOLVED_CONFIG,
+    shell:
+        "shardgen --config {params.config:q} merge --dataset {output.dataset:q} --train {output.train:q}"
+        " --failed {output.failed:q} > {log:q} 2>&1"
+
+
+rule report:
+    input:
+        outputs=rules.merge.output,
+        done=rules.merge.input.done,
+    output:
+        summary=results("report", "summary.json"),
+        manifest=results("report", "manifest.json"),
+        markdown=results("report", "report.md"),
+    log:
+        results("logs", "report.log"),
+    benchmark:
+        results("benchmarks", "report.tsv")
+    params:
+        config=RESOLVED_CONFIG,
+        out=output_dir,
+    shell:
+        "shardgen --config {params.config:q} report --out {params.out:q} --outputs {input.outputs:q}"
+        " --done {input.done:q} > {log:q} 2>&1"

@@ -1,0 +1,17 @@
+# The demo's tiny model: built here when model.path points at RESULTS/demo-model.
+
+
+rule demo_model:
+    input:
+        corpus="config/demo/corpus.txt",
+    output:
+        results("demo-model", "config.json"),
+    log:
+        results("logs", "demo_model.log"),
+    benchmark:
+        results("benchmarks", "demo_model.tsv")
+    params:
+        out=output_dir,
+        seed=config["seed"],
+    shell:
+        "shardgen demo-model --out {params.out:q} --corpus {input.corpus:q} --seed {params.seed} > {log:q} 2>&1"

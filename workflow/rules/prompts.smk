@@ -1,0 +1,39 @@
+# Stage 1 and 2: normalized, deduplicated, tokenized prompts, then length-balanced shards.
+
+
+rule prompts:
+    input:
+        sources=source_files,
+        model=Path(config["model"]["path"], "config.json"),
+    output:
+        prompts=results("prompts", "prompts.parquet"),
+        rejected=results("prompts", "rejected.parquet"),
+        duplicates=results("prompts", "duplicates.parquet"),
+        sources=results("prompts", "sources.parquet"),
+    log:
+        results("logs", "prompts.log"),
+    benchmark:
+        results("benchmarks", "prompts.tsv")
+    params:
+        config=RESOLVED_CONFIG,
+        out=output_dir,
+        settings=output_settings("model", "defaults", "sources"),
+    shell:
+        "shardgen --config {params.config:q} prompts --out {params.out:q} > {log:q} 2>&1"
+
+
+rule split:
+    input:
+        results("prompts", "prompts.parquet"),
+    output:
+        expand(results("split", "shard-{shard}.parquet"), shard=SHARDS),
+    log:
+        results("logs", "split.log"),
+    benchmark:
+        results("benchmarks", "split.tsv")
+    params:
+        config=RESOLVED_CONFIG,
+        out=output_dir,
+        shards=len(SHARDS),
+    shell:
+        "shardgen --config {params.config:q} split --out {params.out:q} > {log:q} 2>&1"

@@ -1,0 +1,42 @@
+"""Durable, atomic file commits: write a temp file, fsync it, rename it into place, fsync the directory."""
+
+import os
+from contextlib import contextmanager
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+
+def fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+@contextmanager
+def committed(path: Path):
+    """Yield a temp path beside `path`; on success it is fsynced and renamed onto `path`, on error removed."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        yield tmp
+        with open(tmp, "rb+") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+        fsync_dir(path.parent)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def write_table(table: pa.Table, path: Path) -> None:
+    with committed(path) as tmp:
+        pq.write_table(table, tmp, compression="zstd")
+
+
+def write_text(text: str, path: Path) -> None:
+    with committed(path) as tmp:
+        tmp.write_text(text)

@@ -1,0 +1,159 @@
+"""The `shardgen` command: one subcommand per workflow step, plus status, query and reset for users."""
+
+import argparse
+import json
+import logging
+import sys
+import time
+from pathlib import Path
+
+from shardgen.config import RESOLVED_NAME, Config, ConfigError
+from shardgen.layout import Layout
+
+
+def _config(args) -> Config:
+    return Config.from_file(args.config or Path(args.results) / RESOLVED_NAME)
+
+
+def cmd_demo_model(args):
+    from shardgen.demo_model import build
+
+    build(Path(args.out), Path(args.corpus), seed=args.seed)
+
+
+def cmd_prompts(args):
+    from shardgen.prompts import build_prompts
+
+    counts = build_prompts(_config(args), Path(args.out))
+    print(json.dumps(counts, indent=1))
+
+
+def cmd_split(args):
+    from shardgen.split import split
+
+    config = _config(args)
+    loads = split(Layout(config.results).prompts, Path(args.out), config.n_shards)
+    print(json.dumps({"expected_tokens_per_shard": loads}))
+
+
+def cmd_generate(args):
+    from shardgen.generate import generate_shard
+
+    record = generate_shard(_config(args), args.shard, Path(args.done))
+    print(json.dumps({k: v for k, v in record.items() if k != "attempts"}, default=str))
+
+
+def cmd_merge(args):
+    from shardgen.merge import merge
+
+    config = _config(args)
+    print(json.dumps(merge(Layout(config.results), Path(args.dataset), Path(args.train), Path(args.failed))))
+
+
+def cmd_report(args):
+    from shardgen.report import report
+
+    record = report(_config(args), [Path(p) for p in args.outputs], [Path(p) for p in args.done], Path(args.out))
+    print(json.dumps({k: v for k, v in record.items() if not isinstance(v, list)}, indent=1))
+
+
+def _table(rows: list[dict]) -> str:
+    if not rows:
+        return "(no rows)"
+    cols = list(rows[0])
+    cells = [[str(r[c]) for c in cols] for r in rows]
+    widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(cols)]
+    line = lambda values: "  ".join(v.rjust(w) for v, w in zip(values, widths))  # noqa: E731
+    return "\n".join([line(cols), line(["-" * w for w in widths])] + [line(row) for row in cells])
+
+
+def cmd_query(args):
+    from shardgen import db
+
+    con = db.connect(Layout(Path(args.results)))
+    db.define_views(con, "winners", "accounting", "per_shard", "throughput")
+    print(_table(db.query(con, args.name)))
+
+
+def cmd_status(args):
+    from shardgen.status import status
+
+    layout = Layout(Path(args.results))
+    while True:
+        print(_table(status(layout)), flush=True)
+        if not args.watch:
+            return
+        time.sleep(args.watch)
+        print()
+
+
+def cmd_reset(args):
+    from shardgen.reset import reset_shard
+
+    layout = Layout(Path(args.results))
+    moved = reset_shard(layout, args.shard)
+    print(f"shard {args.shard}: parts moved to {moved}" if moved else f"shard {args.shard}: no parts to move")
+    print(f"now run: snakemake -R {layout.done(args.shard)}")
+
+
+def parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="shardgen", description=__doc__)
+    ap.add_argument("--results", default="results", help="results directory (default: results)")
+    ap.add_argument("--config", help=f"resolved config (default: RESULTS/{RESOLVED_NAME}, written by snakemake)")
+    sub = ap.add_subparsers(dest="command", required=True)
+
+    def add(name, func, help_text):
+        p = sub.add_parser(name, help=help_text)
+        p.set_defaults(func=func)
+        return p
+
+    p = add("demo-model", cmd_demo_model, "build the demo's tiny NemotronH model")
+    p.add_argument("--out", required=True)
+    p.add_argument("--corpus", required=True)
+    p.add_argument("--seed", type=int, default=0)
+    add("prompts", cmd_prompts, "normalize, tokenize, dedupe, reject").add_argument("--out", required=True)
+    add("split", cmd_split, "length-balanced shards").add_argument("--out", required=True)
+    p = add("generate", cmd_generate, "generate one shard (resumes from committed parts)")
+    p.add_argument("--shard", type=int, required=True)
+    p.add_argument("--done", required=True)
+    p = add("merge", cmd_merge, "final dataset and training export")
+    p.add_argument("--dataset", required=True)
+    p.add_argument("--train", required=True)
+    p.add_argument("--failed", required=True)
+    p = add("report", cmd_report, "summary, manifest and report.md")
+    p.add_argument("--out", required=True)
+    p.add_argument("--outputs", nargs="+", required=True)
+    p.add_argument("--done", nargs="+", required=True)
+    add("query", cmd_query, "run a named query from workflow/sql/").add_argument("name")
+    add("status", cmd_status, "progress of every shard").add_argument(
+        "--watch", type=float, nargs="?", const=5.0, default=None, help="refresh every N seconds")
+    add("reset", cmd_reset, "start a shard over (parts moved aside)").add_argument("shard", type=int)
+    return ap
+
+
+def _known_errors() -> tuple:
+    from shardgen.gpu_lease import LeaseTimeout
+    from shardgen.merge import AccountingError
+    from shardgen.model import ModelError
+    from shardgen.sources import SourceError
+
+    return ConfigError, SourceError, ModelError, AccountingError, LeaseTimeout, KeyError
+
+
+KNOWN_ERRORS = _known_errors()
+
+
+def main(argv=None) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+                        stream=sys.stderr)
+    args = parser().parse_args(argv)
+    try:
+        args.func(args)
+    except KNOWN_ERRORS as err:  # a user-facing problem: its message names the file, row or key
+        logging.getLogger("shardgen").error("%s", err)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

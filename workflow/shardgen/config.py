@@ -1,0 +1,144 @@
+"""Load, validate and resolve the workflow configuration against workflow/schemas/config.schema.yaml."""
+
+import difflib
+import json
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import yaml
+
+from shardgen import WORKFLOW_DIR
+
+SCHEMA_PATH = WORKFLOW_DIR / "schemas" / "config.schema.yaml"
+RESOLVED_NAME = "config.resolved.json"
+
+
+class ConfigError(ValueError):
+    """A configuration problem, named by its key path (e.g. `sources[1].format`)."""
+
+
+@cache
+def schema() -> dict:
+    return yaml.safe_load(SCHEMA_PATH.read_text())
+
+
+def _with_defaults(validator_class):
+    validate_properties = validator_class.VALIDATORS["properties"]
+
+    def set_defaults(validator, properties, instance, schema):
+        if isinstance(instance, dict):
+            for key, sub in properties.items():
+                if "default" in sub and key not in instance:
+                    instance[key] = json.loads(json.dumps(sub["default"]))
+        yield from validate_properties(validator, properties, instance, schema)
+
+    return jsonschema.validators.extend(validator_class, {"properties": set_defaults})
+
+
+DefaultFillingValidator = _with_defaults(jsonschema.Draft202012Validator)
+
+
+def key_path(path) -> str:
+    text = ""
+    for part in path:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text or "<top level>"
+
+
+def _describe(error: jsonschema.ValidationError) -> str:
+    where = key_path(error.absolute_path)
+    if error.validator == "additionalProperties":
+        allowed = list(error.schema.get("properties", {}))
+        unknown = sorted(set(error.instance) - set(allowed))
+        hints = [f"{u!r} (did you mean {m[0]!r}?)" if (m := difflib.get_close_matches(u, allowed, 1)) else repr(u)
+                 for u in unknown]
+        return f"unknown key {', '.join(hints)} in {where}; allowed: {', '.join(allowed)}"
+    if error.validator == "oneOf" and isinstance(error.instance, dict):
+        return f"{where}: give exactly one of 'path' (a file) or 'dataset' (an HF dataset)"
+    return f"{where}: {error.message}"
+
+
+def validate(raw: dict) -> dict:
+    """Fill defaults in place and raise ConfigError naming the first bad key."""
+    errors = sorted(DefaultFillingValidator(schema()).iter_errors(raw), key=lambda e: list(map(str, e.absolute_path)))
+    if errors:
+        raise ConfigError("invalid config: " + "; ".join(_describe(e) for e in errors[:5]))
+    names = [s["name"] for s in raw["sources"]]
+    if dupes := sorted({n for n in names if names.count(n) > 1}):
+        raise ConfigError(f"invalid config: sources: duplicate name(s) {dupes}")
+    return raw
+
+
+def load_yaml_files(*paths: str | Path) -> dict:
+    """Merge config files the way Snakemake's --configfile does (later files update earlier ones, recursively)."""
+    merged: dict = {}
+    for path in paths:
+        _deep_update(merged, yaml.safe_load(Path(path).read_text()) or {})
+    return merged
+
+
+def _deep_update(base: dict, new: dict) -> None:
+    for key, value in new.items():
+        if isinstance(value, dict) and isinstance(base.get(key), dict):
+            _deep_update(base[key], value)
+        else:
+            base[key] = value
+
+
+@dataclass(frozen=True)
+class Config:
+    raw: dict
+
+    @classmethod
+    def from_dict(cls, raw: dict) -> "Config":
+        return cls(validate(json.loads(json.dumps(raw))))
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> "Config":
+        path = Path(path)
+        loader = json.loads if path.suffix == ".json" else yaml.safe_load
+        return cls.from_dict(loader(path.read_text()))
+
+    def __getitem__(self, key: str) -> Any:
+        return self.raw[key]
+
+    @property
+    def results(self) -> Path:
+        return Path(self.raw["results_dir"])
+
+    @property
+    def n_shards(self) -> int:
+        if self.raw["shards"]:
+            return self.raw["shards"]
+        gpus = self.raw["gpus"]
+        return max(1, gpus // self.raw["engine"]["tp_size"]) if gpus else 1
+
+    def sampling_for(self, source: dict) -> dict:
+        """The source's sampling params over the global defaults."""
+        params = {k: v for k, v in self.raw["defaults"].items() if k != "chat_template_kwargs"}
+        params.update(source.get("sampling") or {})
+        return params
+
+    def template_kwargs_for(self, source: dict) -> dict:
+        return {**self.raw["defaults"]["chat_template_kwargs"], **source.get("chat_template_kwargs", {})}
+
+    def write_resolved(self, path: str | Path | None = None) -> Path:
+        """Write the resolved config for the CLI steps; rewritten only when it changed, so mtimes stay put."""
+        path = Path(path or self.results / RESOLVED_NAME)
+        text = json.dumps(self.raw, indent=1, sort_keys=True)
+        if not path.exists() or path.read_text() != text:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(".tmp")
+            tmp.write_text(text)
+            tmp.replace(path)
+        return path
+
+
+def find_resolved(results_dir: str | Path = "results") -> Config:
+    path = Path(results_dir) / RESOLVED_NAME
+    if not path.exists():
+        raise ConfigError(f"{path} not found: run snakemake once (or pass --config) so the resolved config exists")
+    return Config.from_file(path)

@@ -1,0 +1,69 @@
+"""DuckDB over the results tree: named views of every table, and the SQL files in workflow/sql/ run against them."""
+
+import glob
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+
+from shardgen import WORKFLOW_DIR, tables
+from shardgen.layout import Layout
+
+SQL_DIR = WORKFLOW_DIR / "sql"
+
+
+def _quote(path) -> str:
+    return "'" + str(path).replace("'", "''") + "'"
+
+
+def _parquet_view(con, name: str, path_or_glob: str, schema: pa.Schema, **options) -> None:
+    if glob.glob(path_or_glob):
+        opts = "".join(f", {k}={v}" for k, v in options.items())
+        con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM read_parquet({_quote(path_or_glob)}{opts})")
+    else:  # an empty table of the contract's schema, so queries still run before anything exists
+        empty = schema.empty_table()
+        if options.get("filename"):
+            empty = empty.append_column("filename", pa.array([], pa.string()))
+        if options.get("file_row_number"):
+            empty = empty.append_column("file_row_number", pa.array([], pa.int64()))
+        con.register(f"_{name}_empty", empty)
+        con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM _{name}_empty")
+
+
+def connect(layout: Layout, memory_limit: str | None = None) -> duckdb.DuckDBPyConnection:
+    con = duckdb.connect()
+    con.execute("SET preserve_insertion_order = false")  # lets large COPYs stream
+    if memory_limit:
+        con.execute(f"SET memory_limit = {_quote(memory_limit)}")
+    pdir = layout.prompts_dir
+    _parquet_view(con, "prompts", str(pdir / "prompts.parquet"), tables.PROMPTS)
+    _parquet_view(con, "rejected", str(pdir / "rejected.parquet"), tables.REJECTED)
+    _parquet_view(con, "duplicates", str(pdir / "duplicates.parquet"), tables.DUPLICATES)
+    _parquet_view(con, "sources", str(pdir / "sources.parquet"), tables.SOURCES)
+    _parquet_view(con, "parts", layout.parts_glob, tables.PART, filename="true", file_row_number="true")
+    _parquet_view(con, "dataset", str(layout.dataset_dir / "*.parquet"), tables.DATASET)
+    return con
+
+
+def sql(name: str) -> str:
+    path = SQL_DIR / f"{name}.sql"
+    if not path.is_file():
+        known = sorted(p.stem for p in SQL_DIR.glob("*.sql"))
+        raise KeyError(f"no query named {name!r}; known: {', '.join(known)}")
+    return path.read_text()
+
+
+def query(con, name: str, **params) -> list[dict]:
+    """Run workflow/sql/NAME.sql (named $parameters) and return its rows as dicts."""
+    cursor = con.execute(sql(name), params or None)
+    columns = [d[0] for d in cursor.description]
+    return [dict(zip(columns, row)) for row in cursor.fetchall()]
+
+
+def define_views(con, *names: str) -> None:
+    """Make workflow/sql/NAME.sql available to later queries as a view of that name (winners is a script)."""
+    for name in names:
+        if name == "winners":
+            con.execute(sql("winners"))
+        else:
+            con.execute(f"CREATE OR REPLACE TEMP VIEW {name} AS {sql(name)}")

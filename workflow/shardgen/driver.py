@@ -1,0 +1,87 @@
+"""The one driver loop every engine shares: a bounded async window, completions collected as they come,
+and parts committed off the event loop every N records or T seconds."""
+
+import asyncio
+import time
+from collections.abc import Iterable
+from datetime import datetime, timezone
+
+from tqdm import tqdm
+
+from shardgen.engines import Engine, Request, Result
+from shardgen.parts import PartWriter
+
+
+class PartSink:
+    def __init__(self, writer: PartWriter, every_records: int, every_seconds: float):
+        self.writer, self.every_records, self.every_seconds = writer, every_records, every_seconds
+        self.rows: list[dict] = []
+        self.last_commit = time.monotonic()
+        self.lock = asyncio.Lock()
+        self.committed = 0
+
+    def due(self) -> bool:
+        return len(self.rows) >= self.every_records or (
+            bool(self.rows) and time.monotonic() - self.last_commit >= self.every_seconds)
+
+    async def commit(self, force: bool = False) -> None:
+        async with self.lock:
+            if not self.rows or not (force or self.due()):
+                return
+            rows, self.rows = self.rows, []
+            # The engine's tokenizer manager shares this loop: never block it on disk.
+            await asyncio.to_thread(self.writer.commit, rows)
+            self.committed += len(rows)
+            self.last_commit = time.monotonic()
+
+
+def _row(prompt: dict, result: Result, shard: int, attempt: int, gpu: str, submitted: datetime, latency: float):
+    error = result.error
+    if error is None and result.prompt_tokens != len(prompt["prompt_ids"]):
+        error = f"engine counted {result.prompt_tokens} prompt tokens, we sent {len(prompt['prompt_ids'])}"
+    return {
+        "prompt_id": prompt["prompt_id"], "gen_key": prompt["gen_key"], "shard": shard, "attempt": attempt,
+        "completion": result.text, "output_ids": result.output_ids,
+        "finish_reason": "abort" if error else result.finish_reason, "prompt_tokens": len(prompt["prompt_ids"]),
+        "completion_tokens": len(result.output_ids), "cached_tokens": result.cached_tokens, "latency_s": latency,
+        "submitted_at": submitted, "finished_at": datetime.now(timezone.utc), "gpu": gpu, "error": error,
+    }
+
+
+async def drive(engine: Engine, prompts: Iterable[dict], *, window: int, sink: PartSink, shard: int, attempt: int,
+                gpu: str, progress: tqdm) -> None:
+    """Keep `window` requests in flight until every prompt has a committed row."""
+    slots = asyncio.Semaphore(window)
+    running: set[asyncio.Task] = set()
+
+    async def one(prompt: dict) -> None:
+        try:
+            submitted, start = datetime.now(timezone.utc), time.monotonic()
+            request = Request(f"{prompt['gen_key'][:32]}-a{attempt}", prompt["prompt_ids"], {
+                k: prompt[k] for k in ("max_new_tokens", "temperature", "top_p", "top_k")})
+            try:
+                result = await engine.generate(request)
+            except Exception as err:  # a failed request is recorded, never fatal to the shard
+                result = Result([], "", "abort", len(prompt["prompt_ids"]), error=f"{type(err).__name__}: {err}")
+            sink.rows.append(_row(prompt, result, shard, attempt, gpu, submitted, time.monotonic() - start))
+            progress.update(1)
+            await sink.commit()
+        finally:
+            slots.release()
+
+    async def tick() -> None:
+        while True:
+            await asyncio.sleep(min(1.0, sink.every_seconds))
+            await sink.commit()
+
+    ticker = asyncio.create_task(tick())
+    try:
+        for prompt in prompts:
+            await slots.acquire()
+            task = asyncio.create_task(one(prompt))
+            running.add(task)
+            task.add_done_callback(running.discard)
+        await asyncio.gather(*running)
+    finally:
+        ticker.cancel()
+    await sink.commit(force=True)

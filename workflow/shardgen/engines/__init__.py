@@ -1,0 +1,42 @@
+"""The engine interface every backend implements, and the lazy factory that picks one by name."""
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+
+@dataclass
+class Request:
+    rid: str  # unique per attempt: engines may refuse a reused id
+    prompt_ids: list[int]
+    sampling: dict  # max_new_tokens, temperature, top_p, top_k
+
+
+@dataclass
+class Result:
+    output_ids: list[int]  # stop token included
+    text: str
+    finish_reason: str  # stop | length | abort
+    prompt_tokens: int
+    cached_tokens: int = 0
+    error: str | None = None
+    extra: dict = field(default_factory=dict)
+
+
+class Engine(Protocol):
+    max_running_requests: int  # what the engine runs at once; the driver's window is a multiple of it
+
+    async def generate(self, request: Request) -> Result: ...
+
+    def describe(self) -> dict:
+        """Resolved engine arguments, for the done file and the manifest."""
+
+    def close(self) -> None: ...
+
+
+def create_engine(config, model, device: str) -> Engine:
+    backend = config["engine"]["backend"]
+    if backend == "transformers":
+        from shardgen.engines.transformers_engine import TransformersEngine
+
+        return TransformersEngine(config, model, device)
+    raise ValueError(f"engine.backend: unknown backend {backend!r}")

@@ -1,0 +1,124 @@
+"""Normalize one source row of a public dataset format into chat messages plus the original answer."""
+
+from dataclasses import dataclass
+
+ROLES = {"system": "system", "user": "user", "human": "user", "assistant": "assistant", "gpt": "assistant"}
+
+# The columns each format reads, by our name; `fields` in a source's config renames them to the file's columns.
+FORMAT_FIELDS = {
+    "sharegpt": ("conversations",),
+    "query_response": ("query",),
+    "question_answer": ("question",),
+    "instruction": ("instruction",),
+    "messages": ("messages",),
+    "prompt": ("prompt",),
+}
+
+
+class RowError(ValueError):
+    """A row that cannot become a prompt; `reason` is the short code stored in rejected.parquet."""
+
+    def __init__(self, reason: str, detail: str):
+        super().__init__(f"{reason}: {detail}")
+        self.reason, self.detail = reason, detail
+
+
+@dataclass
+class Conversation:
+    messages: list[dict]
+    reference: str | None
+    dropped_turns: int
+
+
+def _text(row: dict, field: str, column: str, required: bool = True) -> str | None:
+    if column not in row or row[column] is None:
+        if required:
+            raise RowError("missing_field", f"no {column!r} field" + (f" (for {field!r})" if column != field else ""))
+        return None
+    value = row[column]
+    if not isinstance(value, str):
+        raise RowError("wrong_type", f"{column!r} is {type(value).__name__}, expected a string")
+    return value
+
+
+def _turns(row: dict, column: str, role_key: str, content_key: str) -> list[dict]:
+    turns = row.get(column)
+    if turns is None:
+        raise RowError("missing_field", f"no {column!r} field")
+    if not isinstance(turns, (list, tuple)):
+        raise RowError("wrong_type", f"{column!r} is {type(turns).__name__}, expected a list of turns")
+    out = []
+    for i, turn in enumerate(turns):
+        if not isinstance(turn, dict) or role_key not in turn or content_key not in turn:
+            raise RowError("wrong_type", f"{column}[{i}] is not an object with {role_key!r} and {content_key!r}")
+        role, content = turn[role_key], turn[content_key]
+        if role not in ROLES:
+            raise RowError("unknown_role", f"{column}[{i}] has role {role!r}; known: {sorted(ROLES)}")
+        if not isinstance(content, str):
+            raise RowError("wrong_type", f"{column}[{i}].{content_key} is {type(content).__name__}, expected a string")
+        out.append({"role": ROLES[role], "content": content})
+    return out
+
+
+def _pair(row: dict, fields: dict, prompt_field: str, answer_fields: tuple[str, ...]) -> list[dict]:
+    turns = [{"role": "user", "content": _text(row, prompt_field, fields.get(prompt_field, prompt_field))}]
+    for field in answer_fields:
+        answer = _text(row, field, fields.get(field, field), required=False)
+        if answer is not None:
+            return turns + [{"role": "assistant", "content": answer}]
+    return turns
+
+
+def _instruction(row: dict, fields: dict) -> list[dict]:
+    instruction = _text(row, "instruction", fields.get("instruction", "instruction"))
+    extra = _text(row, "input", fields.get("input", "input"), required=False)
+    prompt = f"{instruction}\n\n{extra}" if extra and extra.strip() else instruction
+    turns = [{"role": "user", "content": prompt}]
+    output = _text(row, "output", fields.get("output", "output"), required=False)
+    return turns + ([{"role": "assistant", "content": output}] if output is not None else [])
+
+
+def turns_of(row: dict, fmt: str, fields: dict) -> list[dict]:
+    if fmt == "sharegpt":
+        return _turns(row, fields.get("conversations", "conversations"), "from", "value")
+    if fmt == "messages":
+        return _turns(row, fields.get("messages", "messages"), "role", "content")
+    if fmt == "query_response":
+        return _pair(row, fields, "query", ("response", "answer"))
+    if fmt == "question_answer":
+        return _pair(row, fields, "question", ("answer",))
+    if fmt == "instruction":
+        return _instruction(row, fields)
+    if fmt == "prompt":
+        return _pair(row, fields, "prompt", ())
+    raise ValueError(f"unknown format {fmt!r}")
+
+
+def _check_text(text: str, where: str) -> None:
+    if "\x00" in text:
+        raise RowError("invalid_text", f"{where} contains a NUL byte")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as err:
+        raise RowError("invalid_text", f"{where} is not valid UTF-8 ({err.reason})") from None
+
+
+def conversation(row, fmt: str, fields: dict, system_prompt: str | None) -> tuple[Conversation, bool]:
+    """The prompt is the conversation up to the first assistant turn; returns it and whether its own system turn was replaced."""
+    if not isinstance(row, dict):
+        raise RowError("not_object", f"row is {type(row).__name__}, expected an object")
+    turns = turns_of(row, fmt, fields)
+    first_answer = next((i for i, t in enumerate(turns) if t["role"] == "assistant"), len(turns))
+    prompt, rest = turns[:first_answer], turns[first_answer:]
+    replaced = system_prompt is not None and any(t["role"] == "system" for t in prompt)
+    if system_prompt is not None:
+        prompt = [{"role": "system", "content": system_prompt}] + [t for t in prompt if t["role"] != "system"]
+    for i, turn in enumerate(prompt):
+        _check_text(turn["content"], f"turn {i} ({turn['role']})")
+    users = [t for t in prompt if t["role"] == "user"]
+    if not users:
+        raise RowError("no_user_turn", "the conversation has no user turn before the first assistant turn")
+    if not any(t["content"].strip() for t in users):
+        raise RowError("empty_prompt", "every user turn is empty or whitespace")
+    reference = rest[0]["content"] if rest else None
+    return Conversation(prompt, reference, max(0, len(rest) - 1)), replaced

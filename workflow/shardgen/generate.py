@@ -1,0 +1,79 @@
+"""Stage 3: generate one shard: lease GPUs, skip every gen_key already committed anywhere, drive the engine,
+commit parts, and write the done file last (the only declared output, so a failure never deletes parts)."""
+
+import asyncio
+import json
+import logging
+import socket
+import sys
+from pathlib import Path
+
+import pyarrow.parquet as pq
+from tqdm import tqdm
+
+from shardgen import db, gpu_lease
+from shardgen.atomic import write_text
+from shardgen.config import Config
+from shardgen.layout import Layout
+from shardgen.parts import PartWriter, committed_gen_keys, read_attempts, start_attempt
+
+log = logging.getLogger(__name__)
+
+
+def _lease(config: Config) -> str:
+    if config["gpus"] == 0:
+        return "cpu"
+    ids = gpu_lease.lease(config["engine"]["tp_size"], config["gpus"])
+    log.info("leased GPU(s) %s on %s", ids, socket.gethostname())
+    return ",".join(ids)
+
+
+def _todo(layout: Layout, shard: int) -> tuple[int, list[dict]]:
+    table = pq.read_table(layout.split(shard))
+    done = committed_gen_keys(layout.parts_glob)
+    keys = table["gen_key"].to_pylist()
+    keep = [i for i, k in enumerate(keys) if k not in done]
+    return table.num_rows, table.take(keep).to_pylist() if keep else []
+
+
+def _run(config: Config, layout: Layout, shard: int, todo: list[dict], gpu: str) -> dict:
+    from shardgen.driver import PartSink, drive
+    from shardgen.engines import create_engine
+    from shardgen.model import ModelInfo
+
+    model = ModelInfo.from_config(config["model"])
+    shard_dir = layout.shard_dir(shard)
+    attempt = start_attempt(shard_dir)
+    engine = create_engine(config, model, "cpu" if gpu == "cpu" else "cuda")
+    try:
+        window = max(1, int(config["engine"]["inflight"] * engine.max_running_requests))
+        log.info("shard %d attempt %d: %d prompts to generate, window %d", shard, attempt, len(todo), window)
+        sink = PartSink(PartWriter(shard_dir), **config["checkpoint"])
+        with tqdm(total=len(todo), desc=f"shard {shard:03d}", unit="req", file=sys.stderr, mininterval=2) as bar:
+            asyncio.run(drive(engine, todo, window=window, sink=sink, shard=shard, attempt=attempt, gpu=gpu,
+                              progress=bar))
+        return engine.describe()
+    finally:
+        engine.close()
+
+
+def done_record(layout: Layout, shard: int) -> dict:
+    con = db.connect(layout)
+    con.execute(f"CREATE VIEW shard_prompts AS SELECT * FROM read_parquet({db._quote(layout.split(shard))})")
+    db.define_views(con, "winners", "per_shard")
+    return db.query(con, "shard_done", shard=shard)[0]
+
+
+def generate_shard(config: Config, shard: int, done_path: Path) -> dict:
+    layout = Layout(config.results)
+    gpu = _lease(config)  # before torch is imported: it sets CUDA_VISIBLE_DEVICES
+    total, todo = _todo(layout, shard)
+    log.info("shard %d: %d prompts, %d already committed", shard, total, total - len(todo))
+    engine_args = _run(config, layout, shard, todo, gpu) if todo else None
+    record = {**done_record(layout, shard), "engine": engine_args, "gpu": gpu,
+              "attempts": read_attempts(layout.shard_dir(shard))}
+    if record["generated"] + record["failed"] != record["prompts"]:
+        raise RuntimeError(f"shard {shard}: {record['prompts']} prompts but {record['generated']} generated + "
+                           f"{record['failed']} failed; the done file is not written")
+    write_text(json.dumps(record, indent=1, default=str), done_path)
+    return record

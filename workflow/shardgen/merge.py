@@ -1,0 +1,38 @@
+"""Stage 4: the final dataset (earliest committed row of each current gen_key) and the training export,
+streamed by DuckDB; refuses to finish while an accepted prompt is neither generated nor failed."""
+
+from pathlib import Path
+
+from shardgen import db
+from shardgen.layout import Layout
+
+
+class AccountingError(RuntimeError):
+    pass
+
+
+def _copy(con, query: str, path: Path, fmt: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    options = "FORMAT parquet, COMPRESSION zstd" if fmt == "parquet" else "FORMAT json"
+    con.execute(f"COPY ({query}) TO {db._quote(tmp)} ({options})")
+    tmp.replace(path)
+
+
+def merge(layout: Layout, dataset: Path, train: Path, failed: Path, memory_limit: str = "4GB") -> dict:
+    con = db.connect(layout, memory_limit=memory_limit)
+    db.define_views(con, "winners")
+    if missing := db.query(con, "missing"):
+        ids = ", ".join(r["prompt_id"] for r in missing[:20])
+        raise AccountingError(f"{len(missing)} accepted prompt(s) are neither generated nor failed "
+                              f"(rerun their shards): {ids}{' ...' if len(missing) > 20 else ''}")
+    for path in (dataset, train, failed):
+        path.parent.mkdir(parents=True, exist_ok=True)
+    _copy(con, db.sql("dataset"), dataset, "parquet")
+    con.execute(f"CREATE OR REPLACE VIEW dataset AS SELECT * FROM read_parquet({db._quote(dataset)})")
+    _copy(con, db.sql("train_export"), train, "json")
+    _copy(con, db.sql("failed"), failed, "parquet")
+    db.define_views(con, "accounting")
+    unbalanced = [r for r in db.query(con, "accounting") if not (r["read_balances"] and r["accepted_balances"])]
+    if unbalanced:
+        raise AccountingError(f"accounting does not balance for: {unbalanced}")
+    return {"rows": con.execute("SELECT count(*) FROM dataset").fetchall()[0][0]}

@@ -1,0 +1,91 @@
+"""Stage 5: report/summary.json, report/manifest.json and report/report.md, every figure computed by the SQL
+files in workflow/sql/."""
+
+import json
+import platform
+from importlib import metadata
+from pathlib import Path
+
+from shardgen import db
+from shardgen.atomic import write_text
+from shardgen.config import Config
+from shardgen.layout import Layout
+from shardgen.model import ModelInfo
+from shardgen.sources import file_sha256
+
+VERSIONED = ("shardgen", "snakemake", "duckdb", "pyarrow", "torch", "transformers", "sglang", "tokenizers", "datasets")
+
+
+def _versions() -> dict:
+    found = {"python": platform.python_version()}
+    for name in VERSIONED:
+        try:
+            found[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            pass
+    return found
+
+
+def _jsonable(rows: list[dict]) -> list[dict]:
+    return json.loads(json.dumps(rows, default=str))
+
+
+def _connect(layout: Layout):
+    con = db.connect(layout)
+    db.define_views(con, "winners", "accounting", "per_shard", "throughput")
+    return con
+
+
+def summary(con) -> dict:
+    record = _jsonable(db.query(con, "summary"))[0]
+    record["per_shard"] = _jsonable(db.query(con, "per_shard"))
+    record["per_source"] = _jsonable(db.query(con, "per_source"))
+    return record
+
+
+def manifest(con, config: Config, layout: Layout, outputs: list[Path], done_files: list[Path]) -> dict:
+    model = ModelInfo.from_config(config["model"])
+    rejected = db.query(con, "rejected_reasons")
+    sources = {r["source"]: r for r in _jsonable(db.query(con, "per_source"))}
+    for row in con.execute("SELECT source, origin, fingerprint FROM sources").fetchall():
+        sources[row[0]].update(origin=row[1], fingerprint=row[2],
+                               rejected_by_reason={r["reason"]: r["rows"] for r in rejected if r["source"] == row[0]})
+    files = []
+    for path in outputs:
+        reader = "read_json_auto" if path.suffix == ".jsonl" else "read_parquet"
+        rows = con.execute(f"SELECT count(*) FROM {reader}({db._quote(path)})").fetchall()[0][0]
+        files.append({"path": str(path), "rows": rows, "sha256": file_sha256(path)})
+    done = [json.loads(p.read_text()) for p in done_files]
+    return {
+        "sources": list(sources.values()),
+        "model": {"path": str(model.path), **model.fingerprint, "stop_token_ids": model.stop_token_ids},
+        "sampling": {"defaults": config["defaults"],
+                     "per_source": {s["name"]: config.sampling_for(s) for s in config["sources"]}},
+        "seed": config["seed"],
+        "engine": {"config": config["engine"], "resolved": [d["engine"] for d in done if d.get("engine")]},
+        "versions": _versions(),
+        "outputs": files,
+        "note": "the seed seeds the engine; per-prompt reproducibility is not promised",
+    }
+
+
+def markdown(record: dict) -> str:
+    lines = ["# shardgen report", "", "| metric | value |", "|---|---|"]
+    lines += [f"| {k} | {v} |" for k, v in record.items() if not isinstance(v, list)]
+    for title in ("per_source", "per_shard"):
+        rows = record[title]
+        if rows:
+            lines += ["", f"## {title}", "", "| " + " | ".join(rows[0]) + " |", "|" + "---|" * len(rows[0])]
+            lines += ["| " + " | ".join(str(v) for v in r.values()) + " |" for r in rows]
+    return "\n".join(lines) + "\n"
+
+
+def report(config: Config, outputs: list[Path], done_files: list[Path], out_dir: Path) -> dict:
+    layout = Layout(config.results)
+    con = _connect(layout)
+    record = summary(con)
+    write_text(json.dumps(record, indent=1), out_dir / "summary.json")
+    write_text(json.dumps(manifest(con, config, layout, outputs, done_files), indent=1, default=str),
+               out_dir / "manifest.json")
+    write_text(markdown(record), out_dir / "report.md")
+    return record
