@@ -35,3 +35,7 @@ def output_settings(*keys):
 
 def output_dir(wildcards, output):
     return str(Path(output[0]).parent)
+
+
+# One conda env per backend, used by every rule when run with --sdm conda (envs/, relative to this file).
+BACKEND_ENV = "../../envs/shardgen-{}.yaml".format("cpu" if config["engine"]["backend"] == "transformers" else "gpu")

@@ -11,9 +11,9 @@ rule generate:
         results("logs", "generate", "shard-{shard}.log"),
     benchmark:
         results("benchmarks", "generate", "shard-{shard}.tsv")
-    params:
-        config=RESOLVED_CONFIG,
     resources:
         gpu=config["engine"]["tp_size"] if config["gpus"] > 0 else 0,
+    conda:
+        BACKEND_ENV
     shell:
-        "shardgen --config {params.config:q} generate --shard {wildcards.shard} --done {output:q} > {log:q} 2>&1"
+        "shardgen --config {RESOLVED_CONFIG:q} generate --shard {wildcards.shard} --done {output:q} > {log:q} 2>&1"

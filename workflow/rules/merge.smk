@@ -14,9 +14,10 @@ rule merge:
     benchmark:
         results("benchmarks", "merge.tsv")
     params:
-        config=RESOLVED_CONFIG,
+    conda:
+        BACKEND_ENV
     shell:
-        "shardgen --config {params.config:q} merge --dataset {output.dataset:q} --train {output.train:q}"
+        "shardgen --config {RESOLVED_CONFIG:q} merge --dataset {output.dataset:q} --train {output.train:q}"
         " --failed {output.failed:q} > {log:q} 2>&1"
 
 
@@ -33,8 +34,9 @@ rule report:
     benchmark:
         results("benchmarks", "report.tsv")
     params:
-        config=RESOLVED_CONFIG,
         out=output_dir,
+    conda:
+        BACKEND_ENV
     shell:
-        "shardgen --config {params.config:q} report --out {params.out:q} --outputs {input.outputs:q}"
+        "shardgen --config {RESOLVED_CONFIG:q} report --out {params.out:q} --outputs {input.outputs:q}"
         " --done {input.done:q} > {log:q} 2>&1"

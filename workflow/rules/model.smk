@@ -13,5 +13,7 @@ rule demo_model:
     params:
         out=output_dir,
         seed=config["seed"],
+    conda:
+        BACKEND_ENV
     shell:
         "shardgen demo-model --out {params.out:q} --corpus {input.corpus:q} --seed {params.seed} > {log:q} 2>&1"

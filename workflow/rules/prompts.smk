@@ -15,11 +15,12 @@ rule prompts:
     benchmark:
         results("benchmarks", "prompts.tsv")
     params:
-        config=RESOLVED_CONFIG,
         out=output_dir,
         settings=output_settings("model", "defaults", "sources"),
+    conda:
+        BACKEND_ENV
     shell:
-        "shardgen --config {params.config:q} prompts --out {params.out:q} > {log:q} 2>&1"
+        "shardgen --config {RESOLVED_CONFIG:q} prompts --out {params.out:q} > {log:q} 2>&1"
 
 
 rule split:
@@ -32,8 +33,9 @@ rule split:
     benchmark:
         results("benchmarks", "split.tsv")
     params:
-        config=RESOLVED_CONFIG,
         out=output_dir,
         shards=len(SHARDS),
+    conda:
+        BACKEND_ENV
     shell:
-        "shardgen --config {params.config:q} split --out {params.out:q} > {log:q} 2>&1"
+        "shardgen --config {RESOLVED_CONFIG:q} split --out {params.out:q} > {log:q} 2>&1"

@@ -7,12 +7,14 @@ import sys
 import time
 from pathlib import Path
 
-from shardgen.config import RESOLVED_NAME, Config, ConfigError
+from shardgen.config import Config, ConfigError
 from shardgen.layout import Layout
 
 
 def _config(args) -> Config:
-    return Config.from_file(args.config or Path(args.results) / RESOLVED_NAME)
+    if not args.config:
+        raise ConfigError(f"shardgen {args.command} needs --config (the resolved config the workflow writes)")
+    return Config.from_file(args.config)
 
 
 def cmd_demo_model(args):
@@ -99,7 +101,7 @@ def cmd_reset(args):
 def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="shardgen", description=__doc__)
     ap.add_argument("--results", default="results", help="results directory (default: results)")
-    ap.add_argument("--config", help=f"resolved config (default: RESULTS/{RESOLVED_NAME}, written by snakemake)")
+    ap.add_argument("--config", help="resolved config (workflow steps; snakemake passes it)")
     sub = ap.add_subparsers(dest="command", required=True)
 
     def add(name, func, help_text):

@@ -1,6 +1,8 @@
 """Load, validate and resolve the workflow configuration against workflow/schemas/config.schema.yaml."""
 
 import difflib
+import hashlib
+import os
 import json
 from dataclasses import dataclass
 from functools import cache
@@ -13,7 +15,6 @@ import yaml
 from shardgen import WORKFLOW_DIR
 
 SCHEMA_PATH = WORKFLOW_DIR / "schemas" / "config.schema.yaml"
-RESOLVED_NAME = "config.resolved.json"
 
 
 class ConfigError(ValueError):
@@ -125,20 +126,14 @@ class Config:
     def template_kwargs_for(self, source: dict) -> dict:
         return {**self.raw["defaults"]["chat_template_kwargs"], **source.get("chat_template_kwargs", {})}
 
-    def write_resolved(self, path: str | Path | None = None) -> Path:
-        """Write the resolved config for the CLI steps; rewritten only when it changed, so mtimes stay put."""
-        path = Path(path or self.results / RESOLVED_NAME)
+    def write_resolved(self) -> Path:
+        """Write the resolved config for the CLI steps, named by its content: a run's jobs keep reading their own
+        even when another snakemake call (a dry run, another config) writes its own meanwhile."""
         text = json.dumps(self.raw, indent=1, sort_keys=True)
-        if not path.exists() or path.read_text() != text:
+        path = self.results / ".shardgen" / f"config-{hashlib.sha256(text.encode()).hexdigest()[:16]}.json"
+        if not path.exists():
             path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(".tmp")
+            tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
             tmp.write_text(text)
             tmp.replace(path)
         return path
-
-
-def find_resolved(results_dir: str | Path = "results") -> Config:
-    path = Path(results_dir) / RESOLVED_NAME
-    if not path.exists():
-        raise ConfigError(f"{path} not found: run snakemake once (or pass --config) so the resolved config exists")
-    return Config.from_file(path)

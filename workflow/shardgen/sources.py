@@ -42,7 +42,7 @@ def _json_rows(path: Path) -> Iterator[tuple[int, object]]:
         raise SourceError(f"{path}: not a readable JSON file ({err})") from None
     if not isinstance(data, list):
         raise SourceError(f"{path}: a JSON source must hold a list of rows, found {type(data).__name__}")
-    yield from enumerate(data)
+    return enumerate(data)
 
 
 def _check_columns(columns: list[str], source: dict, where: str) -> None:

@@ -4,10 +4,19 @@ import asyncio
 import json
 import logging
 
+from shardgen.config import ConfigError
 from shardgen.engines import Request, Result
 
 log = logging.getLogger(__name__)
 DEFAULT_BATCH = 8
+KNOWN_ARGS = {"dtype": "float32"}  # engine.args this backend understands, with their defaults
+
+
+def check_args(args: dict) -> dict:
+    if unknown := sorted(set(args) - set(KNOWN_ARGS)):
+        raise ConfigError(f"engine.args: {unknown} not understood by the transformers backend "
+                          f"(it takes {sorted(KNOWN_ARGS)}); SGLang arguments belong in config.yaml, not the demo")
+    return {**KNOWN_ARGS, **args}
 
 
 class TransformersEngine:
@@ -17,7 +26,7 @@ class TransformersEngine:
 
         engine_cfg = config["engine"]
         self.max_running_requests = engine_cfg["max_running_requests"] or DEFAULT_BATCH
-        self.args = {"device": device, "dtype": "float32", **engine_cfg["args"]}
+        self.args = {"device": device, **check_args(engine_cfg["args"])}
         torch.manual_seed(config["seed"])
         self.torch = torch
         self.model_info = model

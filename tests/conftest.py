@@ -1,0 +1,53 @@
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parent.parent
+DEMO = REPO / "config" / "demo"
+
+
+@pytest.fixture(scope="session")
+def demo_model(tmp_path_factory) -> Path:
+    from shardgen.demo_model import build
+
+    return build(tmp_path_factory.mktemp("model") / "demo-model", DEMO / "corpus.txt")
+
+
+@pytest.fixture
+def make_config(tmp_path, demo_model):
+    """A validated Config for the demo model, results under tmp_path, with the given sources and overrides."""
+    from shardgen.config import Config
+
+    def make(sources, **overrides):
+        raw = yaml.safe_load((REPO / "config" / "demo.yaml").read_text())
+        raw.update(results_dir=str(tmp_path / "results"), sources=sources)
+        raw["model"]["path"] = str(demo_model)
+        for key, value in overrides.items():
+            raw[key] = {**raw[key], **value} if isinstance(value, dict) and isinstance(raw.get(key), dict) else value
+        return Config.from_dict(raw)
+
+    return make
+
+
+@pytest.fixture
+def write_jsonl(tmp_path):
+    def write(name, rows):
+        path = tmp_path / name
+        path.write_text("".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in rows))
+        return str(path)
+
+    return write
+
+
+def copy_workflow(dest: Path) -> Path:
+    """The repository's workflow files (no results) in dest, for snakemake runs in isolation."""
+    for name in ("Snakefile", "workflow", "config", "profiles", "envs"):
+        src = REPO / name
+        if src.is_dir():
+            shutil.copytree(src, dest / name, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+        else:
+            shutil.copy(src, dest / name)
+    return dest

@@ -1,0 +1,56 @@
+import pytest
+import yaml
+
+from shardgen.config import Config, ConfigError, load_yaml_files
+from shardgen.engines.transformers_engine import check_args
+
+from conftest import REPO
+
+SOURCE = {"name": "m", "path": "x.jsonl", "format": "query_response"}
+
+
+def test_defaults_are_filled():
+    config = Config.from_dict({"model": {"path": "m"}, "sources": [SOURCE]})
+    assert config["engine"]["mem_fraction_static"] == 0.90
+    assert config["engine"]["mamba_strategy"] == "no_buffer"
+    assert config["checkpoint"] == {"every_records": 512, "every_seconds": 60}
+    assert config["sources"][0]["multi_turn"] == "first"
+    assert config.n_shards == 8
+
+
+def test_unknown_key_is_named_with_a_suggestion():
+    with pytest.raises(ConfigError, match=r"unknown key 'tempreature' \(did you mean 'temperature'\?\) in defaults"):
+        Config.from_dict({"model": {"path": "m"}, "defaults": {"tempreature": 0.5}, "sources": [SOURCE]})
+
+
+def test_mistyped_value_names_its_path():
+    with pytest.raises(ConfigError, match=r"sources\[0\]\.limit"):
+        Config.from_dict({"model": {"path": "m"}, "sources": [{**SOURCE, "limit": "ten"}]})
+
+
+def test_source_needs_path_or_dataset_and_unique_names():
+    with pytest.raises(ConfigError, match=r"sources\[0\]: give exactly one of 'path'"):
+        Config.from_dict({"model": {"path": "m"}, "sources": [{"name": "a", "format": "prompt"}]})
+    with pytest.raises(ConfigError, match="duplicate name"):
+        Config.from_dict({"model": {"path": "m"}, "sources": [SOURCE, SOURCE]})
+
+
+def test_shards_default_to_one_per_gpu_or_one_on_cpu():
+    base = {"model": {"path": "m"}, "sources": [SOURCE]}
+    assert Config.from_dict({**base, "gpus": 0}).n_shards == 1
+    assert Config.from_dict({**base, "gpus": 8, "engine": {"tp_size": 2}}).n_shards == 4
+    assert Config.from_dict({**base, "shards": 32}).n_shards == 32
+
+
+def test_merged_demo_config_is_valid_and_carries_no_sglang_argument():
+    raw = load_yaml_files(REPO / "config" / "config.yaml", REPO / "config" / "demo.yaml")
+    config = Config.from_dict(raw)
+    assert config["engine"]["backend"] == "transformers" and config["gpus"] == 0
+    check_args(config["engine"]["args"])  # raises on any argument the CPU engine does not take
+    with pytest.raises(ConfigError, match="attention_backend"):
+        check_args({"attention_backend": "fa3"})
+
+
+def test_production_config_is_valid():
+    config = Config.from_dict(yaml.safe_load((REPO / "config" / "config.yaml").read_text()))
+    assert config["engine"]["backend"] == "sglang" and config.n_shards == 8

@@ -1,0 +1,78 @@
+import json
+import os
+import subprocess
+import sys
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from shardgen.config import Config
+from shardgen.formats import RowError
+from shardgen.sources import SourceError, open_source
+
+from conftest import DEMO
+
+
+def source(**kw):
+    raw = {"model": {"path": "m"}, "sources": [{"name": "s", "format": "query_response", **kw}]}
+    return Config.from_dict(raw)["sources"][0]
+
+
+def test_jsonl_rows_and_unreadable_lines(tmp_path):
+    path = tmp_path / "a.jsonl"
+    path.write_bytes(b'{"query": "q1"}\n\n{"query": "q2"\n{"query": "caf\xff"}\n[1, 2]\n')
+    rows, origin, fingerprint = open_source(source(path=str(path)))
+    rows = list(rows)
+    assert [i for i, _ in rows] == [0, 2, 3, 4]  # source_row is the line index; blank lines are not rows
+    assert rows[0][1] == {"query": "q1"}
+    assert isinstance(rows[1][1], RowError) and "line 3: malformed JSON" in rows[1][1].detail
+    assert isinstance(rows[2][1], RowError) and "invalid UTF-8" in rows[2][1].detail
+    assert rows[3][1] == [1, 2]  # not an object: rejected later by the normalizer
+    assert fingerprint.startswith("sha256:") and origin == str(path)
+
+
+def test_limit(tmp_path):
+    path = tmp_path / "a.jsonl"
+    path.write_text("".join(json.dumps({"query": f"q{i}"}) + "\n" for i in range(10)))
+    assert len(list(open_source(source(path=str(path), limit=3))[0])) == 3
+
+
+def test_json_must_be_a_list(tmp_path):
+    path = tmp_path / "a.json"
+    path.write_text('{"query": "q"}')
+    with pytest.raises(SourceError, match="must hold a list"):
+        open_source(source(path=str(path)))
+
+
+def test_parquet_with_the_wrong_schema_names_file_and_columns(tmp_path):
+    path = tmp_path / "a.parquet"
+    pq.write_table(pa.table({"text": ["x"]}), path)
+    with pytest.raises(SourceError, match=r"a.parquet: format 'query_response' needs column\(s\) \['query'\]"):
+        open_source(source(path=str(path)))
+
+
+def test_missing_file_and_unknown_suffix(tmp_path):
+    with pytest.raises(SourceError, match="file nope.jsonl not found"):
+        open_source(source(path="nope.jsonl"))
+    (tmp_path / "a.csv").write_text("query\nx\n")
+    with pytest.raises(SourceError, match="unknown file type"):
+        open_source(source(path=str(tmp_path / "a.csv")))
+
+
+def test_local_hf_dataset_folder_loads_offline():
+    rows, origin, fingerprint = open_source(
+        {**source(dataset=str(DEMO / "alpaca_hf")), "format": "instruction"})
+    rows = list(rows)
+    assert len(rows) == 20 and "instruction" in rows[0][1]
+    assert fingerprint.startswith("fingerprint:")
+
+
+def test_hub_dataset_that_cannot_load_offline():
+    # huggingface_hub reads HF_HUB_OFFLINE at import: a fresh interpreter sees it
+    code = ("from shardgen.sources import open_source, SourceError\n"
+            f"try:\n    open_source({source(dataset='BAAI/Infinity-Instruct', config='7M')!r})\n"
+            "except SourceError as err:\n    print(err)\n")
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
+    assert "source 's': cannot load HF dataset 'BAAI/Infinity-Instruct' offline (config=7M, split=train)" in out
