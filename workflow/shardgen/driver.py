@@ -57,7 +57,7 @@ async def drive(engine: Engine, prompts: Iterable[dict], *, window: int, sink: P
     async def one(prompt: dict) -> None:
         try:
             submitted, start = datetime.now(timezone.utc), time.monotonic()
-            request = Request(f"{prompt['gen_key'][:32]}-a{attempt}", prompt["prompt_ids"], {
+            request = Request(f"{prompt['gen_key']}-a{attempt}", prompt["prompt_ids"], {
                 k: prompt[k] for k in ("max_new_tokens", "temperature", "top_p", "top_k")})
             try:
                 result = await engine.generate(request)
