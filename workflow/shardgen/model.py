@@ -83,9 +83,13 @@ class ModelInfo:
         return next((t for t in tail if t in special), None)
 
     def encode(self, messages: list[dict], template_kwargs: dict) -> list[int]:
-        text = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False,
-                                                  **template_kwargs)
-        return self.tokenizer(text, add_special_tokens=False).input_ids
+        return self.encode_batch([messages], template_kwargs)[0]
+
+    def encode_batch(self, conversations: list[list[dict]], template_kwargs: dict) -> list[list[int]]:
+        """Render with the chat template and tokenize, a batch at a time (the tokenizer encodes in parallel)."""
+        texts = self.tokenizer.apply_chat_template(conversations, add_generation_prompt=True, tokenize=False,
+                                                   **template_kwargs)
+        return self.tokenizer(texts, add_special_tokens=False).input_ids
 
     def decode(self, ids: list[int]) -> str:
         return self.tokenizer.decode(ids, skip_special_tokens=True)

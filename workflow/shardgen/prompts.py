@@ -48,13 +48,26 @@ class PromptBuilder:
         if len(self.pending) >= BATCH:
             self.flush()
 
+    def _encode_pending(self) -> list[list[int]]:
+        # One batch per source: a source's template kwargs are the same for all its rows.
+        ids: list = [None] * len(self.pending)
+        by_source: dict[str, list[int]] = {}
+        for i, item in enumerate(self.pending):
+            by_source.setdefault(item["source"]["name"], []).append(i)
+        for indices in by_source.values():
+            source = self.pending[indices[0]]["source"]
+            encoded = self.model.encode_batch([self.pending[i]["conv"].messages for i in indices],
+                                              self.config.template_kwargs_for(source))
+            for i, token_ids in zip(indices, encoded):
+                ids[i] = token_ids
+        return ids
+
     def flush(self) -> None:
         rows = []
-        for item in self.pending:
+        for item, ids in zip(self.pending, self._encode_pending()):
             source, conv = item["source"], item["conv"]
             sampling = self.config.sampling_for(source)
             template_kwargs = self.config.template_kwargs_for(source)
-            ids = self.model.encode(conv.messages, template_kwargs)
             if len(ids) + sampling["max_new_tokens"] > self.config["model"]["context_length"]:
                 item["tally"].rejected.append({
                     "source": source["name"], "source_row": item["source_row"], "reason": "too_long",
