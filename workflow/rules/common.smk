@@ -12,8 +12,9 @@ validate(config, schema="../schemas/config.schema.yaml")
 CONFIG = Config.from_dict(config)
 LAYOUT = Layout(CONFIG.results)
 SHARDS = [f"{i:03d}" for i in range(CONFIG.n_shards)]
-# The CLI steps read this (engine, checkpoint and other knobs that must not rerun anything).
-RESOLVED_CONFIG = str(CONFIG.write_resolved())
+# Every `shardgen` step reads the resolved config through the environment its job inherits (on Slurm, the
+# job's own parse of this file sets it again): engine, checkpoint and other knobs that must not rerun anything.
+CONFIG.export_for_jobs()
 clear_stale_locks(workflow)
 
 wildcard_constraints:

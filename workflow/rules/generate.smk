@@ -16,4 +16,4 @@ rule generate:
     conda:
         BACKEND_ENV
     shell:
-        "shardgen --config {RESOLVED_CONFIG:q} generate --shard {wildcards.shard} --done {output:q} > {log:q} 2>&1"
+        "shardgen generate --shard {wildcards.shard} --done {output:q} > {log:q} 2>&1"

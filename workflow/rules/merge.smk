@@ -17,7 +17,7 @@ rule merge:
     conda:
         BACKEND_ENV
     shell:
-        "shardgen --config {RESOLVED_CONFIG:q} merge --dataset {output.dataset:q} --train {output.train:q}"
+        "shardgen merge --dataset {output.dataset:q} --train {output.train:q}"
         " --failed {output.failed:q} > {log:q} 2>&1"
 
 
@@ -38,5 +38,5 @@ rule report:
     conda:
         BACKEND_ENV
     shell:
-        "shardgen --config {RESOLVED_CONFIG:q} report --out {params.out:q} --outputs {input.outputs:q}"
+        "shardgen report --out {params.out:q} --outputs {input.outputs:q}"
         " --done {input.done:q} > {log:q} 2>&1"

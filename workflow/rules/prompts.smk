@@ -20,7 +20,7 @@ rule prompts:
     conda:
         BACKEND_ENV
     shell:
-        "shardgen --config {RESOLVED_CONFIG:q} prompts --out {params.out:q} > {log:q} 2>&1"
+        "shardgen prompts --out {params.out:q} > {log:q} 2>&1"
 
 
 rule split:
@@ -38,4 +38,4 @@ rule split:
     conda:
         BACKEND_ENV
     shell:
-        "shardgen --config {RESOLVED_CONFIG:q} split --out {params.out:q} > {log:q} 2>&1"
+        "shardgen split --out {params.out:q} > {log:q} 2>&1"

@@ -3,18 +3,20 @@
 import argparse
 import json
 import logging
+import os
 import sys
 import time
 from pathlib import Path
 
-from shardgen.config import Config, ConfigError
+from shardgen.config import CONFIG_ENV, Config, ConfigError
 from shardgen.layout import Layout
 
 
 def _config(args) -> Config:
-    if not args.config:
-        raise ConfigError(f"shardgen {args.command} needs --config (the resolved config the workflow writes)")
-    return Config.from_file(args.config)
+    path = args.config or os.environ.get(CONFIG_ENV)
+    if not path:
+        raise ConfigError(f"shardgen {args.command} needs --config or SHARDGEN_CONFIG (the workflow sets it)")
+    return Config.from_file(path)
 
 
 def cmd_demo_model(args):
@@ -101,7 +103,7 @@ def cmd_reset(args):
 def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="shardgen", description=__doc__)
     ap.add_argument("--results", default="results", help="results directory (default: results)")
-    ap.add_argument("--config", help="resolved config (workflow steps; snakemake passes it)")
+    ap.add_argument("--config", help="resolved config for the workflow steps (default: $SHARDGEN_CONFIG)")
     sub = ap.add_subparsers(dest="command", required=True)
 
     def add(name, func, help_text):

@@ -15,6 +15,7 @@ import yaml
 from shardgen import WORKFLOW_DIR
 
 SCHEMA_PATH = WORKFLOW_DIR / "schemas" / "config.schema.yaml"
+CONFIG_ENV = "SHARDGEN_CONFIG"
 
 
 class ConfigError(ValueError):
@@ -136,4 +137,10 @@ class Config:
             tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
             tmp.write_text(text)
             tmp.replace(path)
+        return path
+
+    def export_for_jobs(self) -> Path:
+        """Write the resolved config and name it in SHARDGEN_CONFIG, which every job's `shardgen` step inherits."""
+        path = self.write_resolved().resolve()
+        os.environ[CONFIG_ENV] = str(path)
         return path

@@ -1,7 +1,6 @@
 """Stage 3: generate one shard: lease GPUs, skip every gen_key already committed anywhere, drive the engine,
 commit parts, and write the done file last (the only declared output, so a failure never deletes parts)."""
 
-import asyncio
 import json
 import logging
 import socket
@@ -44,14 +43,14 @@ def _run(config: Config, layout: Layout, shard: int, todo: list[dict], gpu: str)
     model = ModelInfo.from_config(config["model"])
     shard_dir = layout.shard_dir(shard)
     attempt = start_attempt(shard_dir)
-    engine = create_engine(config, model, "cpu" if gpu == "cpu" else "cuda")
+    engine = create_engine(config, model, "cpu" if gpu == "cpu" else "cuda", shard_dir)
     try:
         window = max(1, int(config["engine"]["inflight"] * engine.max_running_requests))
         log.info("shard %d attempt %d: %d prompts to generate, window %d", shard, attempt, len(todo), window)
         sink = PartSink(PartWriter(shard_dir), **config["checkpoint"])
         with tqdm(total=len(todo), desc=f"shard {shard:03d}", unit="req", file=sys.stderr, mininterval=2) as bar:
-            asyncio.run(drive(engine, todo, window=window, sink=sink, shard=shard, attempt=attempt, gpu=gpu,
-                              progress=bar))
+            engine.run(drive(engine, todo, window=window, sink=sink, shard=shard, attempt=attempt, gpu=gpu,
+                             progress=bar))
         return engine.describe()
     finally:
         engine.close()

@@ -27,16 +27,24 @@ class Engine(Protocol):
 
     async def generate(self, request: Request) -> Result: ...
 
+    def run(self, coro):
+        """Run the driver coroutine on the event loop this engine needs."""
+
     def describe(self) -> dict:
         """Resolved engine arguments, for the done file and the manifest."""
 
     def close(self) -> None: ...
 
 
-def create_engine(config, model, device: str) -> Engine:
+def create_engine(config, model, device: str, shard_dir) -> Engine:
+    """Import the backend only now: after the GPU lease, and never in CI for the one not installed."""
     backend = config["engine"]["backend"]
     if backend == "transformers":
         from shardgen.engines.transformers_engine import TransformersEngine
 
         return TransformersEngine(config, model, device)
+    if backend == "sglang":
+        from shardgen.engines.sglang_engine import SGLangEngine
+
+        return SGLangEngine(config, model, shard_dir)
     raise ValueError(f"engine.backend: unknown backend {backend!r}")

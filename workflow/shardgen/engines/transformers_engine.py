@@ -42,6 +42,9 @@ class TransformersEngine:
     def describe(self) -> dict:
         return {"backend": "transformers", "max_running_requests": self.max_running_requests, **self.args}
 
+    def run(self, coro):
+        return asyncio.run(coro)
+
     async def generate(self, request: Request) -> Result:
         if self._batcher is None:
             self._wakeup = asyncio.Event()

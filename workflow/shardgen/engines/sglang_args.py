@@ -1,0 +1,69 @@
+"""Map shardgen's engine config onto the installed SGLang's ServerArgs fields, whatever their names in that
+version, and refuse an argument SGLang does not know before any engine starts."""
+
+import difflib
+
+from shardgen.config import ConfigError
+
+STRATEGY_FIELDS = ("mamba_radix_cache_strategy", "mamba_scheduler_strategy")  # >= 0.5.14, <= 0.5.13
+GRAPH_LIMIT_FIELDS = ("cuda_graph_max_bs_decode", "cuda_graph_max_bs")  # >= 0.5.14, <= 0.5.13
+
+
+def server_arg_names(server_args_class) -> set[str]:
+    """Field names of SGLang's ServerArgs: a dataclass up to 0.5.17, a msgspec struct later."""
+    if fields := getattr(server_args_class, "__dataclass_fields__", None):
+        return set(fields)
+    if fields := getattr(server_args_class, "__struct_fields__", None):
+        return set(fields)
+    raise TypeError(f"cannot read the fields of {server_args_class!r}")
+
+
+def _first_present(candidates: tuple[str, ...], names: set[str]) -> str | None:
+    return next((c for c in candidates if c in names), None)
+
+
+def _strategy_args(strategy: str, names: set[str]) -> dict:
+    if strategy == "no_radix":  # 1 mamba slot per request; overlap scheduling stays on; no strategy applies
+        return {"disable_radix_cache": True}
+    field = _first_present(STRATEGY_FIELDS, names)
+    if field is None:
+        return {}  # an SGLang without mamba strategies: nothing to set
+    args = {field: strategy}
+    if strategy == "no_buffer" and field == "mamba_radix_cache_strategy":
+        args["disable_overlap_schedule"] = True  # asserted from 0.5.14; earlier versions set it themselves
+    return args
+
+
+def build_server_args(config, model_path: str, names: set[str]) -> dict:
+    """Engine(**kwargs) for this config on the SGLang whose ServerArgs has `names`."""
+    engine = config["engine"]
+    args = {"model_path": model_path, "tp_size": engine["tp_size"], "mem_fraction_static": engine["mem_fraction_static"],
+            "random_seed": config["seed"], "trust_remote_code": config["model"]["trust_remote_code"],
+            "log_level": "info"}
+    args.update(_strategy_args(engine["mamba_strategy"], names))
+    if (cap := engine["max_running_requests"]) is not None:
+        args["max_running_requests"] = cap
+        if graph_field := _first_present(GRAPH_LIMIT_FIELDS, names):
+            args[graph_field] = cap  # decode batches above the graph limit run without CUDA graphs
+    args.update(_translate_passthrough(engine["args"], names))
+    check_known(args, names)
+    return args
+
+
+def _translate_passthrough(passthrough: dict, names: set[str]) -> dict:
+    # Users write either spelling of a renamed field; map it onto the one this SGLang has.
+    out = {}
+    for key, value in passthrough.items():
+        for family in (STRATEGY_FIELDS, GRAPH_LIMIT_FIELDS):
+            if key in family and key not in names and (present := _first_present(family, names)):
+                key = present
+        out[key] = value
+    return out
+
+
+def check_known(args: dict, names: set[str]) -> None:
+    unknown = sorted(k for k in args if k not in names)
+    if unknown:
+        hints = "; ".join(f"{k!r} (closest: {', '.join(difflib.get_close_matches(k, names, 3, 0.5)) or 'none'})"
+                          for k in unknown)
+        raise ConfigError(f"engine.args: the installed SGLang does not know {hints}")

@@ -1,0 +1,141 @@
+"""Production engine: one in-process sglang.Engine per shard job, fed through the shared async driver.
+
+Imported only after the GPU lease has set CUDA_VISIBLE_DEVICES. SGLang kills its whole process tree (this
+process included) when its scheduler dies: that surfaces as rc 137 and is left to the workflow's retries."""
+
+import asyncio
+import os
+import threading
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pyarrow as pa
+
+from shardgen import telemetry
+from shardgen.atomic import write_table
+from shardgen.engines import Request, Result
+from shardgen.engines.sglang_args import build_server_args, server_arg_names
+from shardgen.logtap import LogTap
+
+RESOLVED_KEYS = ("max_running_requests", "max_total_tokens", "mem_fraction_static", "chunked_prefill_size",
+                 "max_prefill_tokens", "disable_radix_cache", "disable_overlap_schedule", "mamba_scheduler_strategy",
+                 "mamba_radix_cache_strategy", "mamba_full_memory_ratio", "max_mamba_cache_size", "mamba_ssm_dtype",
+                 "cuda_graph_max_bs", "cuda_graph_max_bs_decode", "attention_backend", "page_size", "random_seed",
+                 "tp_size", "dtype", "load_format", "schedule_policy", "version")
+
+
+class TelemetryWriter:
+    """Parsed log lines plus our own completions per interval, committed as telemetry-NNNNN.parquet parts every
+    `every_seconds`, so a crash keeps what was seen."""
+
+    def __init__(self, shard_dir: Path, every_seconds: float = 10.0):
+        self.dir, self.every_seconds = Path(shard_dir), every_seconds
+        existing = sorted(self.dir.glob("telemetry-*.parquet"))
+        self.next_index = int(existing[-1].stem.split("-")[1]) + 1 if existing else 0
+        self.rows: list[dict] = []
+        self.completions = self.output_tokens = 0
+        self.lock = threading.Lock()
+        self.last_tick = time.monotonic()
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._loop, name="shardgen-telemetry", daemon=True)
+        self.thread.start()
+
+    def add(self, row: dict) -> None:
+        with self.lock:
+            self.rows.append(row)
+
+    def completed(self, output_tokens: int) -> None:
+        with self.lock:
+            self.completions += 1
+            self.output_tokens += output_tokens
+
+    def _loop(self) -> None:
+        while not self.stop.wait(self.every_seconds):
+            self.flush()
+
+    def flush(self) -> None:
+        now = time.monotonic()
+        with self.lock:
+            if self.completions:
+                self.rows.append(telemetry.client_row(datetime.now(timezone.utc), self.completions,
+                                                      self.output_tokens, now - self.last_tick))
+            rows, self.rows = self.rows, []
+            self.completions = self.output_tokens = 0
+            self.last_tick = now
+        if rows:
+            write_table(pa.Table.from_pylist(rows, schema=telemetry.SCHEMA),
+                        self.dir / f"telemetry-{self.next_index:05d}.parquet")
+            self.next_index += 1
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join()
+        self.flush()
+
+
+class SGLangEngine:
+    def __init__(self, config, model, shard_dir: Path, extra_sampling: dict | None = None):
+        os.environ.setdefault("SGLANG_LOG_MS", "1")  # millisecond timestamps on the scheduler's lines
+        import sglang
+        from sglang.srt.server_args import ServerArgs
+
+        self.args = build_server_args(config, str(model.path), server_arg_names(ServerArgs))
+        self.stop_ids = model.stop_token_ids
+        self.extra_sampling = extra_sampling or {}
+        self.startup: dict = {}
+        shard_dir.mkdir(parents=True, exist_ok=True)
+        self.telemetry = TelemetryWriter(shard_dir)
+        self.tap = LogTap(self._on_line)
+        try:
+            self.engine = sglang.Engine(**self.args)
+            info = self.engine.get_server_info()  # synchronous: read before the driver's loop runs
+        except BaseException:
+            self._close_taps()
+            raise
+        state = (info.get("internal_states") or [{}])[0]
+        self.max_running_requests = int(state.get("effective_max_running_requests_per_dp")
+                                        or self.startup.get("max_running_requests") or info["max_running_requests"])
+        self.resolved = {k: info[k] for k in RESOLVED_KEYS if k in info}
+        self.version = getattr(sglang, "__version__", info.get("version"))
+
+    def _on_line(self, line: str) -> None:
+        if row := telemetry.parse_line(line):
+            self.telemetry.add(row)
+        else:
+            telemetry.parse_startup(line, self.startup)
+
+    def describe(self) -> dict:
+        return {"backend": "sglang", "version": self.version, "max_running_requests": self.max_running_requests,
+                "server_args": self.args, "resolved": self.resolved, "startup": self.startup}
+
+    def run(self, coro):
+        loop = getattr(self.engine, "loop", None) or asyncio.get_event_loop()
+        return loop.run_until_complete(coro)
+
+    async def generate(self, request: Request) -> Result:
+        sampling = {**request.sampling, "stop_token_ids": self.stop_ids, **self.extra_sampling}
+        out = await self.engine.async_generate(input_ids=request.prompt_ids, sampling_params=sampling, rid=request.rid)
+        meta = out["meta_info"]
+        finish = meta.get("finish_reason") or {}
+        kind = finish.get("type") if isinstance(finish, dict) else str(finish)
+        output_ids = list(out.get("output_ids") or [])
+        matched = finish.get("matched") if isinstance(finish, dict) else None
+        if kind == "stop" and isinstance(matched, int) and (not output_ids or output_ids[-1] != matched):
+            output_ids.append(matched)  # the contract keeps the stop token
+        self.telemetry.completed(len(output_ids))
+        error = None
+        if kind not in ("stop", "length"):
+            error = (finish.get("message") if isinstance(finish, dict) else None) or f"finish_reason {finish!r}"
+        return Result(output_ids, out.get("text", ""), kind if error is None else "abort", meta["prompt_tokens"],
+                      meta.get("cached_tokens") or 0, error)
+
+    def _close_taps(self) -> None:
+        self.tap.close()
+        self.telemetry.close()
+
+    def close(self) -> None:
+        try:
+            self.engine.shutdown()
+        finally:
+            self._close_taps()

@@ -1,0 +1,78 @@
+"""SGLang's scheduler log lines, parsed: periodic "Decode batch"/"Prefill batch" lines become telemetry rows,
+start-up lines become the pool sizes that cap concurrency."""
+
+import re
+from datetime import datetime, timezone
+
+import pyarrow as pa
+
+SCHEMA = pa.schema([
+    ("ts", pa.timestamp("ms", tz="UTC")), ("kind", pa.string()), ("running", pa.int32()), ("queue", pa.int32()),
+    ("full_token_usage", pa.float64()), ("mamba_num", pa.int32()), ("mamba_usage", pa.float64()),
+    ("cuda_graph", pa.bool_()), ("gen_throughput", pa.float64()), ("new_seq", pa.int32()), ("new_token", pa.int32()),
+    ("cached_token", pa.int32()), ("input_throughput", pa.float64()),
+])
+_TS = r"^\[(?P<ts>\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d{3})?)[^\]]*\] "
+_USAGE = (r"(?:full token usage: (?P<full>[\d.]+)(?:, swa token usage: [\d.]+)?(?:, mamba usage: (?P<mamba_use>[\d.]+))?"
+          r"|token usage: (?P<tok_use>[\d.]+))")
+DECODE = re.compile(
+    _TS + r"Decode batch(?: \[\d+\])?, #running-req: (?P<running>\d+), "
+    r"(?:#full token: \d+, full token usage: (?P<full>[\d.]+), (?:#swa token: \d+, swa token usage: [\d.]+, )?"
+    r"mamba num: (?P<mamba_num>\d+), mamba usage: (?P<mamba_use>[\d.]+)|#token: \d+, token usage: (?P<tok_use>[\d.]+))"
+    r".*?(?:cuda|cpu|npu|musa) graph: (?P<graph>True|False), gen throughput \(token/s\): (?P<gen>[\d.]+), "
+    r"#queue-req: (?P<queue>\d+)")
+PREFILL = re.compile(
+    _TS + r"Prefill batch(?: \[\d+\])?, #new-seq: (?P<new_seq>\d+), #new-token: (?P<new_token>\d+), "
+    r"#cached-token: (?P<cached>\d+), " + _USAGE + r", #running-req: (?P<running>\d+), #queue-req: (?P<queue>\d+)"
+    r".*?(?:cuda|cpu|npu|musa) graph: (?P<graph>True|False), input throughput \(token/s\): (?P<input>[\d.]+)")
+STARTUP = {
+    "max_running_requests": re.compile(r"max_total_num_tokens=(\d+), .*?max_running_requests=(\d+)"),
+    "max_mamba_cache_size": re.compile(
+        r"Mamba Cache is allocated\. max_mamba_cache_size: (\d+), conv_state size: ([\d.]+)GB, ssm_state size: ([\d.]+)GB"),
+    "kv": re.compile(r"KV Cache is allocated\. .*?#tokens: (\d+), K size: ([\d.]+) GB, V size: ([\d.]+) GB"),
+}
+
+
+def _ts(text: str) -> datetime:
+    fmt = "%Y-%m-%d %H:%M:%S.%f" if "." in text else "%Y-%m-%d %H:%M:%S"
+    return datetime.strptime(text, fmt).replace(tzinfo=timezone.utc)
+
+
+def _num(value, cast):
+    return cast(value) if value is not None else None
+
+
+def parse_line(line: str) -> dict | None:
+    """One telemetry row for a Decode or Prefill batch line, else None. SGLang logs local time; we run in UTC."""
+    if m := DECODE.search(line):
+        usage = m["full"] or m["tok_use"]
+        return {"ts": _ts(m["ts"]), "kind": "decode", "running": int(m["running"]), "queue": int(m["queue"]),
+                "full_token_usage": float(usage), "mamba_num": _num(m["mamba_num"], int),
+                "mamba_usage": _num(m["mamba_use"], float), "cuda_graph": m["graph"] == "True",
+                "gen_throughput": float(m["gen"]), "new_seq": None, "new_token": None, "cached_token": None,
+                "input_throughput": None}
+    if m := PREFILL.search(line):
+        return {"ts": _ts(m["ts"]), "kind": "prefill", "running": int(m["running"]), "queue": int(m["queue"]),
+                "full_token_usage": float(m["full"] or m["tok_use"]), "mamba_num": None,
+                "mamba_usage": _num(m["mamba_use"], float), "cuda_graph": m["graph"] == "True",
+                "gen_throughput": None, "new_seq": int(m["new_seq"]), "new_token": int(m["new_token"]),
+                "cached_token": int(m["cached"]), "input_throughput": float(m["input"])}
+    return None
+
+
+def parse_startup(line: str, facts: dict) -> None:
+    """Collect the pool sizes SGLang prints at start-up into `facts`."""
+    if m := STARTUP["max_running_requests"].search(line):
+        facts.update(max_total_num_tokens=int(m[1]), max_running_requests=int(m[2]))
+    elif m := STARTUP["max_mamba_cache_size"].search(line):
+        facts.update(max_mamba_cache_size=int(m[1]), mamba_pool_gb=round(float(m[2]) + float(m[3]), 2))
+    elif m := STARTUP["kv"].search(line):
+        facts.update(kv_pool_tokens=int(m[1]), kv_pool_gb=round(float(m[2]) + float(m[3]), 2))
+
+
+def client_row(ts: datetime, completions: int, output_tokens: int, seconds: float) -> dict:
+    """Our own view of an interval: completions (new_seq) and output tokens/s seen by the client."""
+    row = dict.fromkeys(SCHEMA.names)
+    row.update(ts=ts, kind="client", new_seq=completions,
+               gen_throughput=round(output_tokens / seconds, 2) if seconds > 0 else None)
+    return row
