@@ -1,0 +1,80 @@
+"""A test-only stand-in for the `sglang` package: no GPU, no model. It reproduces what shardgen's adapter must
+cope with: ServerArgs field sets of 0.5.13 and 0.5.17 (FAKE_SGLANG_VERSION), unknown kwargs refused,
+get_server_info() unusable inside a running loop, duplicate rids refused, dict finish_reason, one event loop
+bound at first use, and scheduler log lines written to stderr by a subprocess."""
+
+import asyncio
+import os
+import subprocess
+import sys
+
+from sglang.srt.server_args import ServerArgs, VERSION
+
+__version__ = VERSION
+ABORT_TOKEN = 666  # a prompt containing this id is aborted by the "scheduler"
+SCHEDULER = r"""
+import sys, time
+from datetime import datetime
+cap = int(sys.argv[1])
+def log(msg):
+    sys.stderr.write(f"[{datetime.utcnow():%Y-%m-%d %H:%M:%S.%f}"[:-3] + f"] {msg}\n"); sys.stderr.flush()
+log(f"Mamba Cache is allocated. max_mamba_cache_size: {3 * cap}, conv_state size: 0.50GB, ssm_state size: 9.50GB ")
+log("KV Cache is allocated. dtype: torch.bfloat16, #tokens: 100000, K size: 1.00 GB, V size: 1.00 GB")
+log(f"max_total_num_tokens=100000, chunked_prefill_size=8192, max_prefill_tokens=16384, max_running_requests={cap}, context_len=8192, available_gpu_mem=18.93 GB")
+log(f"Prefill batch, #new-seq: {cap}, #new-token: 1200, #cached-token: 0, full token usage: 0.01, mamba usage: 0.50, #running-req: 0, #queue-req: 7, #pending-token: 0, cuda graph: False, input throughput (token/s): 9000.00")
+while True:
+    log(f"Decode batch, #running-req: {cap}, #full token: 5000, full token usage: 0.05, mamba num: {2 * cap}, mamba usage: 0.66, cuda graph: True, gen throughput (token/s): 1234.50, #queue-req: 3")
+    time.sleep(0.1)
+"""
+
+
+class Engine:
+    def __init__(self, **kwargs):
+        self.server_args = ServerArgs(**kwargs)  # TypeError on an unknown field, as the real dataclass
+        if (getattr(self.server_args, "mamba_radix_cache_strategy", None) == "no_buffer"
+                and not self.server_args.disable_radix_cache and not self.server_args.disable_overlap_schedule):
+            raise AssertionError("no_buffer do not support overlap schedule. Try to set disable_overlap_schedule=True.")
+        self.cap = self.server_args.max_running_requests or 16
+        self.loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(self.loop)
+        self.scheduler = subprocess.Popen([sys.executable, "-c", SCHEDULER, str(self.cap)])
+        self.seen_rids: set[str] = set()
+        self.bound_loop = None
+        self.fail_after = int(os.environ.get("FAKE_SGLANG_DIE_AFTER", "0"))
+
+    def get_server_info(self) -> dict:
+        # the real one runs loop.run_until_complete: impossible while the loop runs
+        self.loop.run_until_complete(asyncio.sleep(0))
+        return {**vars(self.server_args), "version": VERSION,
+                "internal_states": [{"effective_max_running_requests_per_dp": self.cap, "last_gen_throughput": 0.0}]}
+
+    async def async_generate(self, prompt=None, sampling_params=None, input_ids=None, rid=None, **_):
+        loop = asyncio.get_running_loop()
+        if self.bound_loop is None:
+            self.bound_loop = loop
+        elif loop is not self.bound_loop:
+            raise RuntimeError("the tokenizer manager is bound to a different event loop")
+        if rid in self.seen_rids:
+            raise ValueError(f"Duplicate request ID {rid}")
+        self.seen_rids.add(rid)
+        if self.fail_after and len(self.seen_rids) > self.fail_after:
+            os.kill(os.getpid(), 9)  # SGLang kills its whole process tree when the scheduler dies
+        await asyncio.sleep(0.002 * (len(input_ids) % 7))
+        n = sampling_params["max_new_tokens"]
+        meta = {"id": rid, "prompt_tokens": len(input_ids), "cached_tokens": 0}
+        if ABORT_TOKEN in input_ids:
+            meta.update(completion_tokens=0, finish_reason={"type": "abort", "message": "fake scheduler aborted it",
+                                                            "status_code": 500})
+            return {"text": "", "output_ids": [], "meta_info": meta}
+        stops = sampling_params.get("stop_token_ids") or []
+        if stops and not sampling_params.get("ignore_eos") and len(input_ids) % 2:
+            output = [(t * 7) % 50 + 100 for t in range(n // 2)]  # stops early, without the stop id: the adapter adds it
+            meta.update(completion_tokens=len(output) + 1, finish_reason={"type": "stop", "matched": stops[-1]})
+        else:
+            output = [(t * 7) % 50 + 100 for t in range(n)]
+            meta.update(completion_tokens=n, finish_reason={"type": "length", "length": n})
+        return {"text": " ".join(map(str, output)), "output_ids": output, "meta_info": meta}
+
+    def shutdown(self) -> None:
+        self.scheduler.kill()
+        self.scheduler.wait()
