@@ -130,3 +130,15 @@ def test_aborted_request_is_recorded_with_the_engine_message(make_config, write_
     assert rows[table["prompt_id"][1].as_py()]["finish_reason"] in ("stop", "length")
     done = json.loads(layout.done(0).read_text())
     assert (done["generated"], done["failed"]) == (1, 1)
+
+
+@pytest.mark.parametrize("fields", [FIELDS_0513, FIELDS_0517])
+def test_the_gpu_demo_overlay_maps_onto_both_versions(fields):
+    from shardgen.config import load_yaml_files
+
+    from conftest import REPO
+
+    raw = load_yaml_files(*(REPO / "config" / n for n in ("config.yaml", "demo.yaml", "demo-sglang.yaml")))
+    cfg = Config.from_dict(raw)
+    args = build_server_args(cfg, "/m", fields)
+    assert args["attention_backend"] == "fa3" and args["mem_fraction_static"] == 0.5 and cfg.n_shards == 2

@@ -75,6 +75,15 @@ class Engine:
             meta.update(completion_tokens=n, finish_reason={"type": "length", "length": n})
         return {"text": " ".join(map(str, output)), "output_ids": output, "meta_info": meta}
 
+    def generate(self, input_ids=None, sampling_params=None, **_):
+        """Engine.generate(list): every item at once, results in input order."""
+        async def run_all():
+            return await asyncio.gather(*(self.async_generate(input_ids=ids, sampling_params=sampling_params,
+                                                              rid=f"list-{len(self.seen_rids)}-{i}")
+                                          for i, ids in enumerate(input_ids)))
+        return self.loop.run_until_complete(run_all())
+
     def shutdown(self) -> None:
         self.scheduler.kill()
         self.scheduler.wait()
+

@@ -1,0 +1,185 @@
+"""shardgen's generate vs the bare SGLang Engine, on one GPU, and hybrid settings side by side.
+
+    python benchmarks/gpu_throughput.py compare --model /root/model/nh8b --n 1000   # (a) vs (b), alternated twice
+    python benchmarks/gpu_throughput.py grid --model /root/model/nh8b --n 1000 --settings no_buffer,no_radix_512
+
+Same prompts (benchmarks/data/prompts.jsonl, rendered with the model's chat template once), same input_ids,
+fixed output length (ignore_eos), same engine. (a) is one `Engine.generate(list)` call; (b) is shardgen's driver:
+the bounded async window, parts committed every 512 records / 60 s. Both are warmed up and timed from first
+submit to last completion, without the engine start. `grid` starts a fresh engine per setting and runs (b) once;
+steady decode tok/s is the median of the scheduler's decode lines while its queue is non-empty (window full,
+before the tail). Results are appended to --out (JSON): a setting already there is skipped, so runs resume.
+"""
+
+import argparse
+import json
+import statistics
+import tempfile
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import duckdb
+from tqdm import tqdm
+
+from shardgen.config import Config
+from shardgen.driver import PartSink, drive
+from shardgen.engines.sglang_engine import SGLangEngine
+from shardgen.model import ModelInfo
+from shardgen.parts import PartWriter
+
+PROMPTS = Path(__file__).parent / "data" / "prompts.jsonl"
+BASE = {"load_format": "dummy", "attention_backend": "fa3"}
+SETTINGS = {  # name -> engine config (our keys; `args` passes straight to SGLang)
+    "extra_buffer": {"mamba_strategy": "extra_buffer", "args": {"mamba_full_memory_ratio": 8.0}},
+    "no_buffer": {"mamba_strategy": "no_buffer"},
+    "no_buffer_ratio8_graphs512": {"mamba_strategy": "no_buffer",
+                                   "args": {"mamba_full_memory_ratio": 8.0, "cuda_graph_max_bs": 512}},
+    "no_radix_512": {"mamba_strategy": "no_radix", "max_running_requests": 512},
+    "no_radix_1024_bf16": {"mamba_strategy": "no_radix", "max_running_requests": 1024, "mem_fraction_static": 0.90,
+                           "args": {"mamba_ssm_dtype": "bfloat16"}},
+}
+
+
+def make_engine(model: Path, setting: str, mem: float, workdir: Path) -> SGLangEngine:
+    engine = {"backend": "sglang", "mem_fraction_static": mem, **SETTINGS[setting]}
+    engine["args"] = {**BASE, **engine.get("args", {})}
+    config = Config.from_dict({"model": {"path": str(model)}, "engine": engine, "gpus": 1, "seed": 0,
+                               "sources": [{"name": "bench", "path": str(PROMPTS), "format": "prompt"}]})
+    return SGLangEngine(config, ModelInfo.from_config(config["model"]), workdir, extra_sampling={"ignore_eos": True})
+
+
+def load_prompts(model: Path, n: int, max_new: int) -> list[dict]:
+    texts = [json.loads(line)["prompt"] for line in PROMPTS.read_text().splitlines()[:n]]
+    ids = ModelInfo(model).encode_batch([[{"role": "user", "content": t}] for t in texts], {})
+    return [{"prompt_id": f"p{i}", "gen_key": f"{i:064x}", "prompt_ids": p, "max_new_tokens": max_new,
+             "temperature": 0.8, "top_p": 1.0, "top_k": -1} for i, p in enumerate(ids)]
+
+
+def run_engine_list(engine: SGLangEngine, prompts: list[dict]) -> dict:
+    sampling = {"max_new_tokens": prompts[0]["max_new_tokens"], "temperature": 0.8, "top_p": 1.0, "top_k": -1,
+                "stop_token_ids": engine.stop_ids, "ignore_eos": True}
+    start = time.perf_counter()
+    outs = engine.engine.generate(input_ids=[p["prompt_ids"] for p in prompts], sampling_params=sampling)
+    wall = time.perf_counter() - start
+    tokens = sum(o["meta_info"]["completion_tokens"] for o in outs)
+    return {"arm": "engine_generate_list", "wall_s": round(wall, 3), "completion_tokens": tokens,
+            "output_tps": round(tokens / wall, 1)}
+
+
+def run_shardgen(engine: SGLangEngine, prompts: list[dict], parts_dir: Path, attempt: int) -> dict:
+    sink = PartSink(PartWriter(parts_dir), every_records=512, every_seconds=60)
+    window = int(2.0 * engine.max_running_requests)
+    with tqdm(total=len(prompts), disable=True) as bar:
+        engine.run(drive(engine, prompts, window=window, sink=sink, shard=0, attempt=attempt, gpu="0", progress=bar))
+    first, last, tokens = duckdb.sql(
+        f"SELECT min(submitted_at), max(finished_at), sum(completion_tokens) FROM '{parts_dir}/part-*.parquet' "
+        f"WHERE attempt = {attempt}").fetchall()[0]
+    wall = (last - first).total_seconds()
+    return {"arm": "shardgen_generate", "wall_s": round(wall, 3), "completion_tokens": int(tokens),
+            "output_tps": round(tokens / wall, 1), "window": window}
+
+
+def telemetry_between(engine: SGLangEngine, workdir: Path, start: datetime, end: datetime) -> dict:
+    engine.telemetry.flush()
+    if not list(workdir.glob("telemetry-*.parquet")):
+        return {}
+    row = duckdb.sql(f"""
+        SELECT median(gen_throughput) FILTER (kind = 'decode' AND queue > 0), max(running) FILTER (kind = 'decode'),
+               max(mamba_usage), max(full_token_usage), bool_or(NOT cuda_graph) FILTER (kind = 'decode')
+        FROM '{workdir}/telemetry-*.parquet' WHERE ts BETWEEN ? AND ?""", params=[start, end]).fetchall()[0]
+    keys = ("steady_decode_tps", "running_max", "mamba_usage_max", "kv_usage_max", "eager_decode_seen")
+    return dict(zip(keys, row))
+
+
+def timed(fn, engine, workdir, *args) -> dict:
+    start = datetime.now(timezone.utc)
+    result = fn(engine, *args)
+    return {**result, **telemetry_between(engine, workdir, start, datetime.now(timezone.utc))}
+
+
+def warm_up(engine: SGLangEngine, prompts: list[dict]) -> None:
+    few = [{**p, "max_new_tokens": 16} for p in prompts[:16]]
+    run_engine_list(engine, few)
+    with tempfile.TemporaryDirectory() as tmp:
+        run_shardgen(engine, [{**p, "gen_key": "w" + p["gen_key"]} for p in few], Path(tmp), attempt=99)
+
+
+def summarize(runs: list[dict], arm: str) -> dict:
+    values = [r["output_tps"] for r in runs if r["arm"] == arm]
+    return {"median": statistics.median(values), "min": min(values), "max": max(values), "n": len(values)}
+
+
+def compare(args, workdir: Path) -> dict:
+    prompts = load_prompts(args.model, args.n, args.max_new)
+    t0 = time.perf_counter()
+    engine = make_engine(args.model, args.setting, args.mem, workdir)
+    start_s = round(time.perf_counter() - t0, 1)
+    try:
+        warm_up(engine, prompts)
+        runs = []
+        for repeat in range(args.repeats):
+            runs.append(timed(run_engine_list, engine, workdir, prompts))
+            runs.append(timed(run_shardgen, engine, workdir, prompts, workdir / "parts", repeat + 1))
+            print(json.dumps(runs[-2:]), flush=True)
+        a, b = summarize(runs, "engine_generate_list"), summarize(runs, "shardgen_generate")
+        return {"setting": args.setting, "engine": engine.describe(), "engine_start_s": start_s, "runs": runs,
+                "engine_output_tps": a, "shardgen_output_tps": b,
+                "shardgen_over_engine_output_tps": round(b["median"] / a["median"], 4)}
+    finally:
+        engine.close()
+
+
+def grid(args, workdir: Path, done: set[str]):
+    """Yield one result per setting not measured yet, each with a fresh engine."""
+    prompts = load_prompts(args.model, args.n, args.max_new)
+    for setting in args.settings.split(","):
+        if setting in done:
+            print(f"{setting}: already measured, skipped", flush=True)
+            continue
+        sub = workdir / setting
+        t0 = time.perf_counter()
+        engine = make_engine(args.model, setting, SETTINGS[setting].get("mem_fraction_static", args.mem), sub)
+        start_s = round(time.perf_counter() - t0, 1)
+        try:
+            warm_up(engine, prompts)
+            run = timed(run_shardgen, engine, sub, prompts, sub / "parts", 1)
+        finally:
+            engine.close()
+        result = {"setting": setting, "engine_start_s": start_s, **run,
+                  "max_running_requests": engine.max_running_requests, "startup": engine.startup,
+                  "server_args": engine.args}
+        print(json.dumps(result, default=str), flush=True)
+        yield result
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("mode", choices=["compare", "grid"])
+    ap.add_argument("--model", type=Path, required=True)
+    ap.add_argument("--n", type=int, default=1000)
+    ap.add_argument("--max-new", type=int, default=256)
+    ap.add_argument("--mem", type=float, default=0.85)
+    ap.add_argument("--setting", default="no_buffer", choices=sorted(SETTINGS))
+    ap.add_argument("--settings", default=",".join(SETTINGS))
+    ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--workdir", type=Path, default=None)
+    ap.add_argument("--out", type=Path, required=True)
+    args = ap.parse_args()
+    workdir = args.workdir or Path(tempfile.mkdtemp(prefix="shardgen-gpu-bench-"))
+    saved = json.loads(args.out.read_text()) if args.out.exists() else {}
+    meta = {"n": args.n, "max_new_tokens": args.max_new, "prompts": str(PROMPTS.name),
+            "date": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+    if args.mode == "compare":
+        saved["compare"] = {**meta, **compare(args, workdir)}
+        args.out.write_text(json.dumps(saved, indent=1, default=str) + "\n")
+        print("shardgen_over_engine_output_tps", saved["compare"]["shardgen_over_engine_output_tps"])
+        return
+    rows = saved.setdefault("grid", [])
+    for result in grid(args, workdir, {r["setting"] for r in rows}):
+        rows.append({**meta, **result})
+        args.out.write_text(json.dumps(saved, indent=1, default=str) + "\n")  # after each setting: resumable
+
+
+if __name__ == "__main__":
+    main()
