@@ -21,6 +21,7 @@ from shardgen.split import split
 FAKE = Path(__file__).parent / "fake_sglang"
 ABORT_TOKEN = 666  # the fake scheduler aborts prompts holding this id
 FIELDS_0513 = {"model_path", "tp_size", "mem_fraction_static", "max_running_requests", "random_seed",
+               "disable_piecewise_cuda_graph",
                "trust_remote_code", "log_level", "disable_radix_cache", "disable_overlap_schedule",
                "mamba_scheduler_strategy", "cuda_graph_max_bs", "attention_backend", "mamba_full_memory_ratio"}
 FIELDS_0517 = (FIELDS_0513 - {"mamba_scheduler_strategy", "cuda_graph_max_bs"}) | {

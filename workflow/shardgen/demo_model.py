@@ -14,18 +14,19 @@ PATTERN = "M*M-"  # Mamba2, attention, Mamba2, MLP
 
 
 def model_config() -> dict:
-    # The field names are what both transformers and SGLang read (SGLang needs n_groups and the pattern); head
-    # dims of 64 and a bf16 dtype suit SGLang's attention and Mamba kernels. The CPU engine loads it as float32.
+    # The field names are what both transformers and SGLang read (SGLang needs n_groups and the pattern). Head,
+    # state and group sizes follow the Nemotron-H family's (SGLang's kernels are tuned for them); bf16 for SGLang,
+    # the CPU engine loads it as float32.
     return {
         "architectures": ["NemotronHForCausalLM"], "model_type": "nemotron_h", "vocab_size": VOCAB_SIZE,
         "tie_word_embeddings": False, "hidden_size": 256, "intermediate_size": 512,
-        "num_hidden_layers": len(PATTERN), "hybrid_override_pattern": PATTERN, "num_attention_heads": 4,
-        "head_dim": 64, "num_key_value_heads": 2, "mlp_hidden_act": "relu2", "attention_bias": False,
+        "num_hidden_layers": len(PATTERN), "hybrid_override_pattern": PATTERN, "num_attention_heads": 2,
+        "head_dim": 128, "num_key_value_heads": 2, "mlp_hidden_act": "relu2", "attention_bias": False,
         "mlp_bias": False, "use_bias": False, "initializer_range": 0.02, "layer_norm_epsilon": 1e-5,
         "residual_in_fp32": False, "use_cache": True, "num_logits_to_keep": 1, "pad_token_id": 0,
         "bos_token_id": 1, "eos_token_id": 2, "sliding_window": None, "max_position_embeddings": 4096,
-        "attention_dropout": 0.0, "hidden_dropout": 0.0, "ssm_state_size": 64,
-        "mamba_num_heads": 8, "mamba_n_groups": 2, "n_groups": 2, "mamba_head_dim": 64, "mamba_d_conv": 4,
+        "attention_dropout": 0.0, "hidden_dropout": 0.0, "ssm_state_size": 128,
+        "mamba_num_heads": 8, "mamba_n_groups": 8, "n_groups": 8, "mamba_head_dim": 64, "mamba_d_conv": 4,
         "conv_kernel": 4, "mamba_expand": 2, "expand": 2, "mamba_hidden_act": "silu", "mamba_dt_min": 0.001,
         "mamba_dt_max": 0.1, "mamba_dt_limit": [0.0, 1e9], "mamba_dt_init_floor": 1e-4, "mamba_conv_bias": True,
         "mamba_proj_bias": False, "mamba_chunk_size": 128, "chunk_size": 128, "rescale_prenorm_residual": True,
