@@ -7,6 +7,8 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from shardgen.faults import disk_full_point, fault_point
+
 
 def fsync_dir(path: Path) -> None:
     fd = os.open(path, os.O_RDONLY)
@@ -24,9 +26,13 @@ def committed(path: Path):
     tmp = path.with_name(f".{path.name}.tmp")
     try:
         yield tmp
+        fault_point("after_tmp_write")
         with open(tmp, "rb+") as f:
             os.fsync(f.fileno())
+        fault_point("after_fsync")
         os.replace(tmp, path)
+        fault_point("after_rename")
+        fault_point("before_dir_fsync")
         fsync_dir(path.parent)
     finally:
         tmp.unlink(missing_ok=True)
@@ -34,6 +40,7 @@ def committed(path: Path):
 
 def write_table(table: pa.Table, path: Path) -> None:
     with committed(path) as tmp:
+        disk_full_point()
         pq.write_table(table, tmp, compression="zstd")
 
 

@@ -136,12 +136,14 @@ def parser() -> argparse.ArgumentParser:
 
 
 def _known_errors() -> tuple:
+    from shardgen.generate import CommitError
     from shardgen.gpu_lease import LeaseTimeout
     from shardgen.merge import AccountingError
     from shardgen.model import ModelError
+    from shardgen.parts import ShardBusy
     from shardgen.sources import SourceError
 
-    return ConfigError, SourceError, ModelError, AccountingError, LeaseTimeout, KeyError
+    return ConfigError, SourceError, ModelError, AccountingError, LeaseTimeout, ShardBusy, CommitError, KeyError
 
 
 KNOWN_ERRORS = _known_errors()

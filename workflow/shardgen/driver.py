@@ -9,6 +9,7 @@ from datetime import datetime, timezone
 from tqdm import tqdm
 
 from shardgen.engines import Engine, Request, Result
+from shardgen.faults import fault_point
 from shardgen.parts import PartWriter
 
 
@@ -64,6 +65,7 @@ async def drive(engine: Engine, prompts: Iterable[dict], *, window: int, sink: P
             except Exception as err:  # a failed request is recorded, never fatal to the shard
                 result = Result([], "", "abort", len(prompt["prompt_ids"]), error=f"{type(err).__name__}: {err}")
             sink.rows.append(_row(prompt, result, shard, attempt, gpu, submitted, time.monotonic() - start))
+            fault_point("mid_batch")
             progress.update(1)
             await sink.commit()
         finally:

@@ -14,9 +14,13 @@ from shardgen import db, gpu_lease
 from shardgen.atomic import write_text
 from shardgen.config import Config
 from shardgen.layout import Layout
-from shardgen.parts import PartWriter, committed_gen_keys, read_attempts, start_attempt
+from shardgen.parts import PartWriter, committed_gen_keys, shard_lock, part_files, read_attempts, start_attempt
 
 log = logging.getLogger(__name__)
+
+
+class CommitError(RuntimeError):
+    """A part could not be written (disk full, I/O error): the job stops, committed parts stay as they are."""
 
 
 def _lease(config: Config) -> str:
@@ -49,8 +53,13 @@ def _run(config: Config, layout: Layout, shard: int, todo: list[dict], gpu: str)
         log.info("shard %d attempt %d: %d prompts to generate, window %d", shard, attempt, len(todo), window)
         sink = PartSink(PartWriter(shard_dir), **config["checkpoint"])
         with tqdm(total=len(todo), desc=f"shard {shard:03d}", unit="req", file=sys.stderr, mininterval=2) as bar:
-            engine.run(drive(engine, todo, window=window, sink=sink, shard=shard, attempt=attempt, gpu=gpu,
-                             progress=bar))
+            try:
+                engine.run(drive(engine, todo, window=window, sink=sink, shard=shard, attempt=attempt, gpu=gpu,
+                                 progress=bar))
+            except OSError as err:
+                raise CommitError(f"shard {shard}: committing a part failed ({err}); the "
+                                  f"{len(part_files(shard_dir))} committed parts in {shard_dir} are intact, and a "
+                                  "rerun resumes from them") from err
         return engine.describe()
     finally:
         engine.close()
@@ -65,10 +74,11 @@ def done_record(layout: Layout, shard: int) -> dict:
 
 def generate_shard(config: Config, shard: int, done_path: Path) -> dict:
     layout = Layout(config.results)
-    gpu = _lease(config)  # before torch is imported: it sets CUDA_VISIBLE_DEVICES
-    total, todo = _todo(layout, shard)
-    log.info("shard %d: %d prompts, %d already committed", shard, total, total - len(todo))
-    engine_args = _run(config, layout, shard, todo, gpu) if todo else None
+    with shard_lock(layout.shard_dir(shard)):
+        gpu = _lease(config)  # before torch is imported: it sets CUDA_VISIBLE_DEVICES
+        total, todo = _todo(layout, shard)
+        log.info("shard %d: %d prompts, %d already committed", shard, total, total - len(todo))
+        engine_args = _run(config, layout, shard, todo, gpu) if todo else None
     record = {**done_record(layout, shard), "engine": engine_args, "gpu": gpu,
               "attempts": read_attempts(layout.shard_dir(shard))}
     if record["generated"] + record["failed"] != record["prompts"]:

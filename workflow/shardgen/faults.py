@@ -1,0 +1,32 @@
+"""Deterministic fault points for the crash tests: SHARDGEN_FAULT=POINT[:N] SIGKILLs this process (as SGLang's
+tree kill would) the Nth time POINT is reached; SHARDGEN_FAULT=enospc[:N] makes the Nth part commit fail with
+ENOSPC. Unset in production: one environment lookup per call."""
+
+import errno
+import os
+import signal
+
+FAULT_ENV = "SHARDGEN_FAULT"
+POINTS = ("after_tmp_write", "after_fsync", "after_rename", "before_dir_fsync", "mid_batch", "enospc")
+_seen: dict[str, int] = {}
+
+
+def _armed(point: str) -> bool:
+    spec = os.environ.get(FAULT_ENV)
+    if not spec:
+        return False
+    name, _, nth = spec.partition(":")
+    if name != point:
+        return False
+    _seen[point] = _seen.get(point, 0) + 1
+    return _seen[point] == int(nth or 1)
+
+
+def fault_point(point: str) -> None:
+    if _armed(point):
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def disk_full_point() -> None:
+    if _armed("enospc"):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC) + " (simulated by SHARDGEN_FAULT)")
