@@ -30,8 +30,12 @@ class PartSink:
             if not self.rows or not (force or self.due()):
                 return
             rows, self.rows = self.rows, []
-            # The engine's tokenizer manager shares this loop: never block it on disk.
-            await asyncio.to_thread(self.writer.commit, rows)
+            try:
+                # The engine's tokenizer manager shares this loop: never block it on disk.
+                await asyncio.to_thread(self.writer.commit, rows)
+            except BaseException:
+                self.rows = rows + self.rows  # not committed: keep them for a later attempt
+                raise
             self.committed += len(rows)
             self.last_commit = time.monotonic()
 
@@ -51,9 +55,11 @@ def _row(prompt: dict, result: Result, shard: int, attempt: int, gpu: str, submi
 
 async def drive(engine: Engine, prompts: Iterable[dict], *, window: int, sink: PartSink, shard: int, attempt: int,
                 gpu: str, progress: tqdm) -> None:
-    """Keep `window` requests in flight until every prompt has a committed row."""
+    """Keep `window` requests in flight until every prompt has a committed row. A failed commit (disk full, I/O
+    error) stops the feeding and is raised once the requests in flight are back."""
     slots = asyncio.Semaphore(window)
     running: set[asyncio.Task] = set()
+    failures: list[BaseException] = []
 
     async def one(prompt: dict) -> None:
         try:
@@ -68,22 +74,31 @@ async def drive(engine: Engine, prompts: Iterable[dict], *, window: int, sink: P
             fault_point("mid_batch")
             progress.update(1)
             await sink.commit()
+        except Exception as err:
+            failures.append(err)
         finally:
             slots.release()
 
     async def tick() -> None:
-        while True:
-            await asyncio.sleep(min(1.0, sink.every_seconds))
-            await sink.commit()
+        try:
+            while True:
+                await asyncio.sleep(min(1.0, sink.every_seconds))
+                await sink.commit()
+        except Exception as err:
+            failures.append(err)
 
     ticker = asyncio.create_task(tick())
     try:
         for prompt in prompts:
             await slots.acquire()
+            if failures:
+                break
             task = asyncio.create_task(one(prompt))
             running.add(task)
             task.add_done_callback(running.discard)
         await asyncio.gather(*running)
     finally:
         ticker.cancel()
+    if failures:
+        raise failures[0]
     await sink.commit(force=True)
