@@ -118,6 +118,9 @@ class Config:
         gpus = self.raw["gpus"]
         return max(1, gpus // self.raw["engine"]["tp_size"]) if gpus else 1
 
+    def with_engine(self, engine: dict) -> "Config":
+        return Config.from_dict({**self.raw, "engine": engine})
+
     def sampling_for(self, source: dict) -> dict:
         """The source's sampling params over the global defaults."""
         params = {k: v for k, v in self.raw["defaults"].items() if k != "chat_template_kwargs"}

@@ -14,7 +14,9 @@ from shardgen import db, gpu_lease
 from shardgen.atomic import write_text
 from shardgen.config import Config
 from shardgen.layout import Layout
-from shardgen.parts import PartWriter, committed_gen_keys, shard_lock, part_files, read_attempts, start_attempt
+from shardgen.attempts import log_event, read_attempts, start_attempt
+from shardgen.parts import PartWriter, committed_gen_keys, part_files, shard_lock
+from shardgen.watchdog import Watchdog
 
 log = logging.getLogger(__name__)
 
@@ -46,12 +48,19 @@ def _run(config: Config, layout: Layout, shard: int, todo: list[dict], gpu: str)
 
     model = ModelInfo.from_config(config["model"])
     shard_dir = layout.shard_dir(shard)
-    attempt = start_attempt(shard_dir)
-    engine = create_engine(config, model, "cpu" if gpu == "cpu" else "cuda", shard_dir)
+    attempt, engine_cfg, deaths = start_attempt(shard_dir, config["engine"])
+    if deaths:
+        log.warning("shard %d attempt %d restarts after %s; engine settings now %s", shard, attempt,
+                    [d["cause"] for d in deaths], engine_cfg)
+    config = config.with_engine(engine_cfg)
+    watchdog = Watchdog(shard_dir, attempt, engine_cfg["stall_seconds"])
+    engine = create_engine(config, model, "cpu" if gpu == "cpu" else "cuda", shard_dir, watchdog)
     try:
-        window = max(1, int(config["engine"]["inflight"] * engine.max_running_requests))
+        log_event(shard_dir, attempt, "engine_started", max_running_requests=engine.max_running_requests)
+        window = max(1, int(engine_cfg["inflight"] * engine.max_running_requests))
         log.info("shard %d attempt %d: %d prompts to generate, window %d", shard, attempt, len(todo), window)
         sink = PartSink(PartWriter(shard_dir), **config["checkpoint"])
+        watchdog.start(engine.kill)
         with tqdm(total=len(todo), desc=f"shard {shard:03d}", unit="req", file=sys.stderr, mininterval=2) as bar:
             try:
                 engine.run(drive(engine, todo, window=window, sink=sink, shard=shard, attempt=attempt, gpu=gpu,
@@ -60,8 +69,10 @@ def _run(config: Config, layout: Layout, shard: int, todo: list[dict], gpu: str)
                 raise CommitError(f"shard {shard}: committing a part failed ({err}); the "
                                   f"{len(part_files(shard_dir))} committed parts in {shard_dir} are intact, and a "
                                   "rerun resumes from them") from err
+        log_event(shard_dir, attempt, "finished", committed=sink.committed)
         return engine.describe()
     finally:
+        watchdog.close()
         engine.close()
 
 

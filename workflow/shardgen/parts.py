@@ -6,10 +6,8 @@ import hashlib
 import json
 import logging
 import os
-import socket
 import tempfile
 from contextlib import contextmanager
-from datetime import datetime, timezone
 from pathlib import Path
 
 import pyarrow as pa
@@ -73,26 +71,6 @@ def committed_gen_keys(parts_glob: str) -> set[str]:
         keys, reasons = table["gen_key"].to_pylist(), table["finish_reason"].to_pylist()
         done.update(k for k, r in zip(keys, reasons) if r in ("stop", "length"))
     return done
-
-
-def start_attempt(shard_dir: Path) -> int:
-    """Record a new attempt for this shard (kept beside the parts, so it survives Snakemake's cleanup)."""
-    shard_dir.mkdir(parents=True, exist_ok=True)
-    log_path = shard_dir / "attempts.jsonl"
-    previous = log_path.read_text().splitlines() if log_path.exists() else []
-    attempt = len(previous) + 1
-    entry = {"attempt": attempt, "started_at": datetime.now(timezone.utc).isoformat(), "host": socket.gethostname(),
-             "pid": os.getpid(), "slurm_job_id": os.environ.get("SLURM_JOB_ID")}
-    with open(log_path, "a") as f:
-        f.write(json.dumps(entry) + "\n")
-        f.flush()
-        os.fsync(f.fileno())
-    return attempt
-
-
-def read_attempts(shard_dir: Path) -> list[dict]:
-    log_path = Path(shard_dir) / "attempts.jsonl"
-    return [json.loads(line) for line in log_path.read_text().splitlines()] if log_path.exists() else []
 
 
 class PartWriter:

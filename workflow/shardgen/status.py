@@ -6,7 +6,8 @@ from datetime import datetime, timezone
 import pyarrow.parquet as pq
 
 from shardgen.layout import Layout
-from shardgen.parts import part_files, read_attempts
+from shardgen.attempts import read_attempts
+from shardgen.parts import part_files
 
 
 def _committed_rows(parts) -> tuple[int, dict]:

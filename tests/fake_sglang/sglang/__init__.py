@@ -12,6 +12,7 @@ from sglang.srt.server_args import ServerArgs, VERSION
 
 __version__ = VERSION
 ABORT_TOKEN = 666  # a prompt containing this id is aborted by the "scheduler"
+ENGINES: list = []  # for kill_process_tree
 SCHEDULER = r"""
 import sys, time
 from datetime import datetime
@@ -22,8 +23,9 @@ log(f"Mamba Cache is allocated. max_mamba_cache_size: {3 * cap}, conv_state size
 log("KV Cache is allocated. dtype: torch.bfloat16, #tokens: 100000, K size: 1.00 GB, V size: 1.00 GB")
 log(f"max_total_num_tokens=100000, chunked_prefill_size=8192, max_prefill_tokens=16384, max_running_requests={cap}, context_len=8192, available_gpu_mem=18.93 GB")
 log(f"Prefill batch, #new-seq: {cap}, #new-token: 1200, #cached-token: 0, full token usage: 0.01, mamba usage: 0.50, #running-req: 0, #queue-req: 7, #pending-token: 0, cuda graph: False, input throughput (token/s): 9000.00")
+throughput = sys.argv[2]
 while True:
-    log(f"Decode batch, #running-req: {cap}, #full token: 5000, full token usage: 0.05, mamba num: {2 * cap}, mamba usage: 0.66, cuda graph: True, gen throughput (token/s): 1234.50, #queue-req: 3")
+    log(f"Decode batch, #running-req: {cap}, #full token: 5000, full token usage: 0.05, mamba num: {2 * cap}, mamba usage: 0.66, cuda graph: True, gen throughput (token/s): {throughput}, #queue-req: 3")
     time.sleep(0.1)
 """
 
@@ -37,10 +39,17 @@ class Engine:
         self.cap = self.server_args.max_running_requests or 16
         self.loop = asyncio.new_event_loop()
         asyncio.set_event_loop(self.loop)
-        self.scheduler = subprocess.Popen([sys.executable, "-c", SCHEDULER, str(self.cap)])
+        # Failure modes, by environment: die (SIGKILL of the tree), out of memory (logged, then the tree kill),
+        # stall (requests never return, decode lines report zero throughput), slow requests (positive throughput).
+        self.die_after = int(os.environ.get("FAKE_SGLANG_DIE_AFTER", "0"))
+        self.oom_after = int(os.environ.get("FAKE_SGLANG_OOM_AFTER", "0"))
+        self.stall_after = int(os.environ.get("FAKE_SGLANG_STALL_AFTER", "0"))
+        self.latency = float(os.environ.get("FAKE_SGLANG_LATENCY", "0"))
+        throughput = "0.00" if self.stall_after else "1234.50"
+        self.scheduler = subprocess.Popen([sys.executable, "-c", SCHEDULER, str(self.cap), throughput])
+        ENGINES.append(self)
         self.seen_rids: set[str] = set()
         self.bound_loop = None
-        self.fail_after = int(os.environ.get("FAKE_SGLANG_DIE_AFTER", "0"))
 
     def get_server_info(self) -> dict:
         # the real one runs loop.run_until_complete: impossible while the loop runs
@@ -57,9 +66,19 @@ class Engine:
         if rid in self.seen_rids:
             raise ValueError(f"Duplicate request ID {rid}")
         self.seen_rids.add(rid)
-        if self.fail_after and len(self.seen_rids) > self.fail_after:
-            os.kill(os.getpid(), 9)  # SGLang kills its whole process tree when the scheduler dies
-        await asyncio.sleep(0.002 * (len(input_ids) % 7))
+        n_seen = len(self.seen_rids)
+        if self.oom_after and n_seen > self.oom_after:
+            sys.stderr.write("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n")
+            sys.stderr.flush()
+            await asyncio.sleep(0.3)  # SGLang's tree kill follows the scheduler's traceback
+            from sglang.srt.utils import kill_process_tree
+            kill_process_tree(os.getpid(), include_parent=True)
+        if self.die_after and n_seen > self.die_after:
+            from sglang.srt.utils import kill_process_tree
+            kill_process_tree(os.getpid(), include_parent=True)
+        if self.stall_after and n_seen > self.stall_after:
+            await asyncio.Event().wait()  # never returns
+        await asyncio.sleep(self.latency or 0.002 * (len(input_ids) % 7))
         n = sampling_params["max_new_tokens"]
         meta = {"id": rid, "prompt_tokens": len(input_ids), "cached_tokens": 0}
         if ABORT_TOKEN in input_ids:

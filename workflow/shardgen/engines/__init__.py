@@ -33,18 +33,21 @@ class Engine(Protocol):
     def describe(self) -> dict:
         """Resolved engine arguments, for the done file and the manifest."""
 
+    def kill(self) -> None:
+        """Kill the engine's whole process tree, this process included (what SGLang does when it fails)."""
+
     def close(self) -> None: ...
 
 
-def create_engine(config, model, device: str, shard_dir) -> Engine:
+def create_engine(config, model, device: str, shard_dir, watchdog) -> Engine:
     """Import the backend only now: after the GPU lease, and never in CI for the one not installed."""
     backend = config["engine"]["backend"]
     if backend == "transformers":
         from shardgen.engines.transformers_engine import TransformersEngine
 
-        return TransformersEngine(config, model, device)
+        return TransformersEngine(config, model, device, watchdog)
     if backend == "sglang":
         from shardgen.engines.sglang_engine import SGLangEngine
 
-        return SGLangEngine(config, model, shard_dir)
+        return SGLangEngine(config, model, shard_dir, watchdog=watchdog)
     raise ValueError(f"engine.backend: unknown backend {backend!r}")

@@ -5,6 +5,7 @@ process included) when its scheduler dies: that surfaces as rc 137 and is left t
 
 import asyncio
 import os
+import signal
 import threading
 import time
 from datetime import datetime, timezone
@@ -75,7 +76,7 @@ class TelemetryWriter:
 
 
 class SGLangEngine:
-    def __init__(self, config, model, shard_dir: Path, extra_sampling: dict | None = None):
+    def __init__(self, config, model, shard_dir: Path, extra_sampling: dict | None = None, watchdog=None):
         os.environ.setdefault("SGLANG_LOG_MS", "1")  # millisecond timestamps on the scheduler's lines
         import sglang
         from sglang.srt.server_args import ServerArgs
@@ -84,6 +85,7 @@ class SGLangEngine:
         self.stop_ids = model.stop_token_ids
         self.extra_sampling = extra_sampling or {}
         self.startup: dict = {}
+        self.watchdog = watchdog
         shard_dir.mkdir(parents=True, exist_ok=True)
         self.telemetry = TelemetryWriter(shard_dir)
         self.tap = LogTap(self._on_line)
@@ -104,6 +106,8 @@ class SGLangEngine:
             self.telemetry.add(row)
         else:
             telemetry.parse_startup(line, self.startup)
+        if self.watchdog:
+            self.watchdog.saw_line(line, row)
 
     def describe(self) -> dict:
         return {"backend": "sglang", "version": self.version, "max_running_requests": self.max_running_requests,
@@ -124,11 +128,20 @@ class SGLangEngine:
         if kind == "stop" and isinstance(matched, int) and (not output_ids or output_ids[-1] != matched):
             output_ids.append(matched)  # the contract keeps the stop token
         self.telemetry.completed(len(output_ids))
+        if self.watchdog:
+            self.watchdog.progress()
         error = None
         if kind not in ("stop", "length"):
             error = (finish.get("message") if isinstance(finish, dict) else None) or f"finish_reason {finish!r}"
         return Result(output_ids, out.get("text", ""), kind if error is None else "abort", meta["prompt_tokens"],
                       meta.get("cached_tokens") or 0, error)
+
+    def kill(self) -> None:
+        self.telemetry.flush()  # what was seen so far survives
+        from sglang.srt.utils import kill_process_tree
+
+        kill_process_tree(os.getpid(), include_parent=True)
+        os.kill(os.getpid(), signal.SIGKILL)
 
     def _close_taps(self) -> None:
         self.tap.close()

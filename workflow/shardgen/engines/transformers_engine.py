@@ -3,6 +3,8 @@
 import asyncio
 import json
 import logging
+import os
+import signal
 
 from shardgen.config import ConfigError
 from shardgen.engines import Request, Result
@@ -20,7 +22,7 @@ def check_args(args: dict) -> dict:
 
 
 class TransformersEngine:
-    def __init__(self, config, model, device: str = "cpu"):
+    def __init__(self, config, model, device: str = "cpu", watchdog=None):
         import torch
         from transformers import AutoModelForCausalLM
 
@@ -38,6 +40,7 @@ class TransformersEngine:
         self._pending: list[tuple[Request, asyncio.Future]] = []
         self._wakeup: asyncio.Event | None = None
         self._batcher: asyncio.Task | None = None
+        self.watchdog = watchdog
 
     def describe(self) -> dict:
         return {"backend": "transformers", "max_running_requests": self.max_running_requests, **self.args}
@@ -69,6 +72,8 @@ class TransformersEngine:
                 for (_, future), result in zip(batch, results):
                     if not future.done():
                         future.set_result(result)
+                if self.watchdog:
+                    self.watchdog.progress()
 
     def _take_batch(self) -> list:
         # HF generate takes one sampling config per call: batch requests that share one.
@@ -105,6 +110,9 @@ class TransformersEngine:
         else:
             output, reason = generated[:request.sampling["max_new_tokens"]], "length"
         return Result(output, self.model_info.decode(output), reason, len(request.prompt_ids))
+
+    def kill(self) -> None:
+        os.kill(os.getpid(), signal.SIGKILL)  # one process: the engine lives in it
 
     def close(self) -> None:
         if self._batcher is not None:

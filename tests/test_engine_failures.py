@@ -1,0 +1,97 @@
+"""Engine deaths and stalls, with the real adapter over tests/fake_sglang: the engine process is SIGKILLed (as
+SGLang's tree kill does), the cause is logged, the next attempt resumes from committed parts, lowers memory only
+after an out-of-memory death, and gives up after three deaths in a row."""
+
+import json
+import signal
+
+import pyarrow.parquet as pq
+import pytest
+
+from shardgen.layout import Layout
+from shardgen.prompts import build_prompts
+from shardgen.split import split
+
+from test_sglang_engine import run_generate
+
+
+@pytest.fixture
+def shard(make_config, write_jsonl, monkeypatch, tmp_path):
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    monkeypatch.setenv("SHARDGEN_GPU_LOCK_DIR", str(tmp_path / "gpu-locks"))
+    monkeypatch.setenv("SHARDGEN_LOCK_DIR", str(tmp_path / "locks"))
+
+    def make(stall_seconds=30):
+        rows = [{"query": f"Task {i}: list {i} prime numbers."} for i in range(30)]
+        cfg = make_config([{"name": "q", "path": write_jsonl("q.jsonl", rows), "format": "query_response"}],
+                          engine={"backend": "sglang", "max_running_requests": 4, "inflight": 1.0,
+                                  "mem_fraction_static": 0.9, "stall_seconds": stall_seconds, "args": {}},
+                          gpus=1, checkpoint={"every_records": 4, "every_seconds": 1})
+        layout = Layout(cfg.results)
+        build_prompts(cfg, layout.prompts_dir)
+        split(layout.prompts, layout.split_dir, 1)
+        return cfg, layout
+
+    return make
+
+
+def finished_once(layout) -> bool:
+    keys = [r["gen_key"] for p in layout.shard_dir(0).glob("part-*.parquet")
+            for r in pq.read_table(p, columns=["gen_key", "finish_reason"]).to_pylist()
+            if r["finish_reason"] in ("stop", "length")]
+    return sorted(keys) == sorted(pq.read_table(layout.split(0))["gen_key"].to_pylist())
+
+
+def test_an_engine_that_dies_on_its_nth_request_resumes(shard):
+    cfg, layout = shard()
+    proc = run_generate(cfg, 0, "0.5.17", FAKE_SGLANG_DIE_AFTER="12")
+    assert proc.returncode == -signal.SIGKILL
+    committed = {p: p.read_bytes() for p in layout.shard_dir(0).glob("part-*.parquet")}
+    assert committed
+    proc = run_generate(cfg, 0, "0.5.17")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert all(p.read_bytes() == b for p, b in committed.items()) and finished_once(layout)
+    attempts = json.loads(layout.done(0).read_text())["attempts"]
+    assert [(a["status"], a["cause"]) for a in attempts] == [("died", "killed"), ("finished", None)]
+    assert attempts[1]["restart_after"] == ["killed"] and attempts[1]["engine_overrides"] == {}
+
+
+def test_out_of_memory_death_lowers_memory_on_restart(shard):
+    cfg, layout = shard()
+    proc = run_generate(cfg, 0, "0.5.13.post1", FAKE_SGLANG_OOM_AFTER="6")
+    assert proc.returncode == -signal.SIGKILL
+    proc = run_generate(cfg, 0, "0.5.13.post1")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    done = json.loads(layout.done(0).read_text())
+    first, second = done["attempts"]
+    assert first["cause"] == "out_of_memory" and "CUDA out of memory" in first["detail"]
+    assert second["engine_overrides"] == {"mem_fraction_static": 0.87, "max_running_requests": 3}
+    args = done["engine"]["server_args"]
+    assert (args["mem_fraction_static"], args["max_running_requests"], args["cuda_graph_max_bs"]) == (0.87, 3, 3)
+    assert finished_once(layout)
+
+
+def test_a_stalled_engine_is_killed_and_the_shard_resumes(shard):
+    cfg, layout = shard(stall_seconds=3)
+    proc = run_generate(cfg, 0, "0.5.17", FAKE_SGLANG_STALL_AFTER="9")
+    assert proc.returncode == -signal.SIGKILL and "no engine progress for" in proc.stderr
+    proc = run_generate(cfg, 0, "0.5.17")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    attempts = json.loads(layout.done(0).read_text())["attempts"]
+    assert attempts[0]["cause"] == "stalled" and attempts[1]["engine_overrides"] == {}  # memory only after OOM
+    assert finished_once(layout)
+
+
+def test_long_requests_with_decode_progress_are_not_a_stall(shard):
+    cfg, layout = shard(stall_seconds=2)
+    proc = run_generate(cfg, 0, "0.5.17", FAKE_SGLANG_LATENCY="3")  # no completion for 3 s, decode lines keep coming
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert finished_once(layout)
+
+
+def test_three_deaths_in_a_row_stop_the_restarts(shard):
+    cfg, layout = shard()
+    for _ in range(3):
+        assert run_generate(cfg, 0, "0.5.17", FAKE_SGLANG_DIE_AFTER="2").returncode == -signal.SIGKILL
+    proc = run_generate(cfg, 0, "0.5.17")
+    assert proc.returncode == 2 and "the engine died 3 times in a row" in proc.stderr
