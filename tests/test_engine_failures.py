@@ -95,3 +95,41 @@ def test_three_deaths_in_a_row_stop_the_restarts(shard):
         assert run_generate(cfg, 0, "0.5.17", FAKE_SGLANG_DIE_AFTER="2").returncode == -signal.SIGKILL
     proc = run_generate(cfg, 0, "0.5.17")
     assert proc.returncode == 2 and "the engine died 3 times in a row" in proc.stderr
+
+
+def run_retry(cfg, limit=3, **env):
+    import os
+    import subprocess
+    import sys
+
+    from test_sglang_engine import FAKE
+
+    environ = {**os.environ, "PYTHONPATH": f"{FAKE}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
+               "FAKE_SGLANG_VERSION": "0.5.17", **env}
+    return subprocess.run([sys.executable, "-m", "shardgen.cli", "--config", str(cfg.write_resolved()), "retry",
+                           "--limit", str(limit)], env=environ, capture_output=True, text=True, timeout=120)
+
+
+def test_failed_requests_are_listed_and_retried_up_to_a_limit(shard):
+    cfg, layout = shard()
+    assert run_generate(cfg, 0, "0.5.17", FAKE_SGLANG_ABORT_EVERY="5").returncode == 0
+    done = json.loads(layout.done(0).read_text())
+    failed = pq.read_table(layout.shard_dir(0) / "failed.parquet").to_pylist()
+    assert done["failed"] == len(failed) == 6 and done["generated"] == 24
+    assert all(f["error"] == "fake scheduler aborted it" for f in failed)
+
+    proc = run_generate(cfg, 0, "0.5.17")  # a plain resume leaves failures to `shardgen retry`
+    assert "0 to generate" in proc.stderr and json.loads(layout.done(0).read_text())["failed"] == 6
+
+    # every retried request aborts again: after 3 failures a prompt is given up on
+    assert run_retry(cfg, FAKE_SGLANG_ABORT_EVERY="1").returncode == 0
+    assert run_retry(cfg, FAKE_SGLANG_ABORT_EVERY="1").returncode == 0
+    proc = run_retry(cfg, FAKE_SGLANG_ABORT_EVERY="1")
+    assert proc.returncode == 0 and "0 to retry" in proc.stderr
+    assert json.loads(layout.done(0).read_text())["failed"] == 6
+
+    proc = run_retry(cfg, limit=4)  # one more allowed, and now the engine answers
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    done = json.loads(layout.done(0).read_text())
+    assert (done["generated"], done["failed"]) == (30, 0) and finished_once(layout)
+    assert pq.read_table(layout.shard_dir(0) / "failed.parquet").num_rows == 0

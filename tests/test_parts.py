@@ -4,7 +4,7 @@ import duckdb
 import pyarrow.parquet as pq
 
 from shardgen import tables
-from shardgen.parts import PartWriter, committed_gen_keys
+from shardgen.parts import PartWriter, committed_outcomes
 
 T0 = datetime(2026, 12, 1, 8, 0, tzinfo=timezone.utc)
 
@@ -31,11 +31,13 @@ def test_parts_with_nulls_read_back_through_a_duckdb_glob_unchanged(tmp_path):
     assert table.cast(tables.PART).to_pylist() == rows_a + rows_b
 
 
-def test_part_numbers_continue_and_only_finished_rows_count_as_committed(tmp_path):
+def test_part_numbers_continue_and_outcomes_per_gen_key(tmp_path):
     writer = PartWriter(tmp_path / "shard-000")
     first = writer.commit([part_row(0), part_row(1, finish_reason="abort", error="x")])
     second = PartWriter(tmp_path / "shard-000").commit([part_row(2, finish_reason="length")])
     assert (first.name, second.name) == ("part-00000.parquet", "part-00001.parquet")
     assert not list(tmp_path.glob("shard-000/.*"))  # no temp files left behind
-    assert committed_gen_keys(str(tmp_path / "shard-*" / "part-*.parquet")) == {"g0", "g2"}
+    PartWriter(tmp_path / "shard-001").commit([part_row(1, finish_reason="stop"), part_row(5, finish_reason="abort")])
+    finished, aborts = committed_outcomes(str(tmp_path / "shard-*" / "part-*.parquet"))
+    assert finished == {"g0", "g1", "g2"} and aborts == {"g5": 1}  # a later success supersedes the failure
     assert pq.read_metadata(first).num_rows == 2

@@ -70,7 +70,7 @@ def test_demo_end_to_end_and_single_shard_rerun(workdir):
     assert summary["prompts_rejected"] > 0 and summary["prompts_duplicate"] > 0  # the demo shows both paths
     parts_before = {p: p.read_bytes() for p in workdir.glob("results/generate/shard-*/part-*.parquet")}
     out = finish(snakemake(workdir, "-R", "results/generate/shard-001.done.json"))
-    assert "already committed" in (workdir / "results/logs/generate/shard-001.log").read_text()
+    assert "prompts, 0 to generate" in (workdir / "results/logs/generate/shard-001.log").read_text()
     assert "rule generate" in out and "rule report" in out
     assert {p: p.read_bytes() for p in workdir.glob("results/generate/shard-*/part-*.parquet")} == parts_before
     check_results(workdir)

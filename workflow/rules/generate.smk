@@ -17,3 +17,24 @@ rule generate:
         BACKEND_ENV
     shell:
         "shardgen generate --shard {wildcards.shard} --done {output:q} > {log:q} 2>&1"
+
+
+# Not part of `all`: `snakemake -f retry_failed && snakemake` generates failed prompts again (up to 3 failures
+# each), rewrites the shards' done files, and so reruns merge and report.
+rule retry_failed:
+    input:
+        expand(results("generate", "shard-{shard}.done.json"), shard=SHARDS),
+    output:
+        results("generate", "retry.json"),
+    log:
+        results("logs", "retry_failed.log"),
+    benchmark:
+        results("benchmarks", "retry_failed.tsv")
+    params:
+        limit=3,
+    resources:
+        gpu=config["engine"]["tp_size"] if config["gpus"] > 0 else 0,
+    conda:
+        BACKEND_ENV
+    shell:
+        "shardgen retry --limit {params.limit} --out {output:q} > {log:q} 2>&1"

@@ -47,6 +47,26 @@ def cmd_generate(args):
     print(json.dumps({k: v for k, v in record.items() if k != "attempts"}, default=str))
 
 
+def cmd_retry(args):
+    """Generate again the failed prompts of every shard (or those named) that failed fewer than --limit times;
+    rewrite their done files so merge and report run again."""
+    from shardgen.generate import generate_shard
+
+    config = _config(args)
+    layout = Layout(config.results)
+    shards = args.shards or sorted(int(p.stem.split("-")[1]) for p in layout.split_dir.glob("shard-*.parquet"))
+    summary = {}
+    for shard in shards:
+        done = layout.done(shard)
+        if done.exists() and json.loads(done.read_text())["failed"] == 0:
+            continue
+        record = generate_shard(config, shard, done, retry_limit=args.limit)
+        summary[shard] = {"generated": record["generated"], "failed": record["failed"]}
+    print(json.dumps({"retried_shards": summary}))
+    if args.out:
+        Path(args.out).write_text(json.dumps({"retried_shards": summary}, indent=1))
+
+
 def cmd_merge(args):
     from shardgen.merge import merge
 
@@ -120,6 +140,10 @@ def parser() -> argparse.ArgumentParser:
     p = add("generate", cmd_generate, "generate one shard (resumes from committed parts)")
     p.add_argument("--shard", type=int, required=True)
     p.add_argument("--done", required=True)
+    p = add("retry", cmd_retry, "generate the failed prompts again (up to --limit failures each)")
+    p.add_argument("--shards", type=int, nargs="*", help="shard numbers (default: every shard with failures)")
+    p.add_argument("--limit", type=int, default=3, help="give up on a prompt after this many failures")
+    p.add_argument("--out", help="write what was retried here (the workflow's retry rule)")
     p = add("merge", cmd_merge, "final dataset and training export")
     p.add_argument("--dataset", required=True)
     p.add_argument("--train", required=True)

@@ -15,7 +15,7 @@ from shardgen.atomic import write_text
 from shardgen.config import Config
 from shardgen.layout import Layout
 from shardgen.attempts import log_event, read_attempts, start_attempt
-from shardgen.parts import PartWriter, committed_gen_keys, part_files, shard_lock
+from shardgen.parts import PartWriter, committed_outcomes, part_files, shard_lock
 from shardgen.watchdog import Watchdog
 
 log = logging.getLogger(__name__)
@@ -33,11 +33,16 @@ def _lease(config: Config) -> str:
     return ",".join(ids)
 
 
-def _todo(layout: Layout, shard: int) -> tuple[int, list[dict]]:
+def _todo(layout: Layout, shard: int, retry_limit: int | None) -> tuple[int, list[dict]]:
+    """A normal run generates the prompts with no committed row; a retry (retry_limit set) only the failed ones
+    that have failed fewer than retry_limit times."""
     table = pq.read_table(layout.split(shard))
-    done = committed_gen_keys(layout.parts_glob)
-    keys = table["gen_key"].to_pylist()
-    keep = [i for i, k in enumerate(keys) if k not in done]
+    finished, aborts = committed_outcomes(layout.parts_glob)
+    if retry_limit is None:
+        wanted = [k not in finished and k not in aborts for k in table["gen_key"].to_pylist()]
+    else:
+        wanted = [0 < aborts.get(k, 0) < retry_limit for k in table["gen_key"].to_pylist()]
+    keep = [i for i, want in enumerate(wanted) if want]
     return table.num_rows, table.take(keep).to_pylist() if keep else []
 
 
@@ -77,18 +82,24 @@ def _run(config: Config, layout: Layout, shard: int, todo: list[dict], gpu: str)
 
 
 def done_record(layout: Layout, shard: int) -> dict:
+    """The done file's figures, and generate/shard-NNN/failed.parquet (this shard's failed prompts, with the
+    engine's message), from the parts."""
     con = db.connect(layout)
     con.execute(f"CREATE VIEW shard_prompts AS SELECT * FROM read_parquet({db._quote(layout.split(shard))})")
     db.define_views(con, "winners", "per_shard")
+    failed = layout.shard_dir(shard) / "failed.parquet"
+    failed.parent.mkdir(parents=True, exist_ok=True)
+    con.execute(f"COPY ({db.sql('shard_failed')}) TO {db._quote(failed)} (FORMAT parquet)")
     return db.query(con, "shard_done", shard=shard)[0]
 
 
-def generate_shard(config: Config, shard: int, done_path: Path) -> dict:
+def generate_shard(config: Config, shard: int, done_path: Path, retry_limit: int | None = None) -> dict:
     layout = Layout(config.results)
     with shard_lock(layout.shard_dir(shard)):
         gpu = _lease(config)  # before torch is imported: it sets CUDA_VISIBLE_DEVICES
-        total, todo = _todo(layout, shard)
-        log.info("shard %d: %d prompts, %d already committed", shard, total, total - len(todo))
+        total, todo = _todo(layout, shard, retry_limit)
+        log.info("shard %d: %d prompts, %d to %s", shard, total, len(todo),
+                 "generate" if retry_limit is None else "retry")
         engine_args = _run(config, layout, shard, todo, gpu) if todo else None
     record = {**done_record(layout, shard), "engine": engine_args, "gpu": gpu,
               "attempts": read_attempts(layout.shard_dir(shard))}

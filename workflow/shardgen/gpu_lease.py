@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 _held: list = []  # open lock files: the lease lasts as long as the process
+_leased: list[str] = []
 
 
 class LeaseTimeout(RuntimeError):
@@ -44,7 +45,10 @@ def _try_lock(path: Path):
 
 
 def lease(count: int, total_gpus: int, timeout_s: float = 600, lock_dir: Path | None = None) -> list[str]:
-    """Hold `count` free GPU ids, set CUDA_VISIBLE_DEVICES to them and return them; wait up to timeout_s."""
+    """Hold `count` free GPU ids, set CUDA_VISIBLE_DEVICES to them and return them; wait up to timeout_s.
+    A process that already holds a lease (several shards in one `shardgen retry`) keeps using it."""
+    if _leased:
+        return list(_leased)
     pool = candidates(total_gpus)
     if count > len(pool):
         raise LeaseTimeout(f"need {count} GPU(s) but only {pool} are available to this job")
@@ -59,6 +63,7 @@ def lease(count: int, total_gpus: int, timeout_s: float = 600, lock_dir: Path | 
                 if len(got) == count:
                     _held.extend(h for _, h in got)
                     ids = [g for g, _ in got]
+                    _leased.extend(ids)
                     os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(ids)
                     return ids
         for _, handle in got:  # all or nothing, so two jobs never deadlock on halves

@@ -58,19 +58,23 @@ def quarantine(path: Path, reason: str) -> Path:
     return target
 
 
-def committed_gen_keys(parts_glob: str) -> set[str]:
-    """gen_keys with a finished generation (stop or length) in any shard's parts. Each part's footer and
-    columns are read; a truncated or damaged part is quarantined."""
-    done = set()
+def committed_outcomes(parts_glob: str) -> tuple[set[str], dict[str, int]]:
+    """gen_keys with a finished generation (stop or length) in any shard's parts, and how many times each other
+    gen_key was aborted. Each part's footer and columns are read; a damaged part is quarantined."""
+    finished: set[str] = set()
+    aborts: dict[str, int] = {}
     for path in map(Path, sorted(glob.glob(parts_glob))):
         try:
             table = pq.read_table(path, columns=["gen_key", "finish_reason"])
         except (OSError, pa.ArrowException) as err:
             quarantine(path, f"{type(err).__name__}: {err}")
             continue
-        keys, reasons = table["gen_key"].to_pylist(), table["finish_reason"].to_pylist()
-        done.update(k for k, r in zip(keys, reasons) if r in ("stop", "length"))
-    return done
+        for key, reason in zip(table["gen_key"].to_pylist(), table["finish_reason"].to_pylist()):
+            if reason in ("stop", "length"):
+                finished.add(key)
+            else:
+                aborts[key] = aborts.get(key, 0) + 1
+    return finished, {k: n for k, n in aborts.items() if k not in finished}
 
 
 class PartWriter:

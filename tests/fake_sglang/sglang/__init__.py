@@ -45,6 +45,7 @@ class Engine:
         self.oom_after = int(os.environ.get("FAKE_SGLANG_OOM_AFTER", "0"))
         self.stall_after = int(os.environ.get("FAKE_SGLANG_STALL_AFTER", "0"))
         self.latency = float(os.environ.get("FAKE_SGLANG_LATENCY", "0"))
+        self.abort_every = int(os.environ.get("FAKE_SGLANG_ABORT_EVERY", "0"))
         throughput = "0.00" if self.stall_after else "1234.50"
         self.scheduler = subprocess.Popen([sys.executable, "-c", SCHEDULER, str(self.cap), throughput])
         ENGINES.append(self)
@@ -81,7 +82,7 @@ class Engine:
         await asyncio.sleep(self.latency or 0.002 * (len(input_ids) % 7))
         n = sampling_params["max_new_tokens"]
         meta = {"id": rid, "prompt_tokens": len(input_ids), "cached_tokens": 0}
-        if ABORT_TOKEN in input_ids:
+        if ABORT_TOKEN in input_ids or (self.abort_every and n_seen % self.abort_every == 0):
             meta.update(completion_tokens=0, finish_reason={"type": "abort", "message": "fake scheduler aborted it",
                                                             "status_code": 500})
             return {"text": "", "output_ids": [], "meta_info": meta}
