@@ -8,5 +8,10 @@ SELECT (SELECT sum(read) FROM accounting) AS prompts_read,
        (SELECT sum(failed) FROM accounting) AS failed,
        (SELECT coalesce(sum(prompt_tokens), 0) FROM dataset) AS prompt_tokens_total,
        (SELECT coalesce(sum(completion_tokens), 0) FROM dataset) AS completion_tokens_total,
-       t.wall_s AS generation_wall_s, t.output_tokens_per_s, t.requests_per_s
+       t.wall_s AS generation_wall_s, t.output_tokens_per_s, t.requests_per_s,
+       -- finished rows not used: a gen_key committed more than once (the earliest wins), or a stale gen_key
+       (SELECT count(*) - count(DISTINCT gen_key) FROM parts WHERE finish_reason IN ('stop', 'length'))
+           AS duplicate_commits,
+       (SELECT count(*) FROM parts WHERE finish_reason IN ('stop', 'length')
+           AND gen_key NOT IN (SELECT gen_key FROM prompts)) AS stale_rows
 FROM throughput t
