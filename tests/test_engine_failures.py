@@ -1,6 +1,6 @@
 """Engine deaths and stalls, with the real adapter over tests/fake_sglang: the engine process is SIGKILLed (as
 SGLang's tree kill does), the cause is logged, the next attempt resumes from committed parts, lowers memory only
-after an out-of-memory death, and gives up after three deaths in a row."""
+after an out-of-memory death (three steps at most)."""
 
 import json
 import signal
@@ -89,12 +89,16 @@ def test_long_requests_with_decode_progress_are_not_a_stall(shard):
     assert finished_once(layout)
 
 
-def test_three_deaths_in_a_row_stop_the_restarts(shard):
+def test_repeated_oom_deaths_lower_memory_at_most_three_times_and_a_rerun_is_never_refused(shard):
     cfg, layout = shard()
-    for _ in range(3):
-        assert run_generate(cfg, 0, "0.5.17", FAKE_SGLANG_DIE_AFTER="2").returncode == -signal.SIGKILL
+    for _ in range(4):
+        assert run_generate(cfg, 0, "0.5.17", FAKE_SGLANG_OOM_AFTER="2").returncode == -signal.SIGKILL
     proc = run_generate(cfg, 0, "0.5.17")
-    assert proc.returncode == 2 and "the engine died 3 times in a row" in proc.stderr
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    last = json.loads(layout.done(0).read_text())["attempts"][-1]
+    assert last["restart_after"] == ["out_of_memory"] * 4
+    assert last["engine_overrides"] == {"mem_fraction_static": 0.81, "max_running_requests": 1}  # 3 steps down
+    assert finished_once(layout)
 
 
 def run_retry(cfg, limit=3, **env):

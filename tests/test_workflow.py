@@ -97,7 +97,8 @@ def test_sigkill_of_the_whole_run_then_the_same_command_completes(workdir):
     for path, data in committed.items():
         assert path.read_bytes() == data, f"{path} changed after resume"
     summary = check_results(workdir)
-    attempts = [len((workdir / f"results/generate/shard-{s:03d}/attempts.jsonl").read_text().splitlines())
+    attempts = [json.loads((workdir / f"results/generate/shard-{s:03d}.done.json").read_text())["attempts"]
                 for s in range(2)]
-    assert max(attempts) == 2
+    assert max(len(a) for a in attempts) == 2  # the killed attempt, then the one that finished
+    assert all(a[-1]["status"] == "finished" for a in attempts)
     assert summary["generated"] == summary["prompts_accepted"]

@@ -1,5 +1,6 @@
 # Stage 3: one job per shard. Parts under generate/shard-NNN/ are deliberately not declared outputs
 # (Snakemake deletes a failed job's outputs); the done file, written last, is.
+# Always a cluster job: its GPUs come from the allocation (CUDA_VISIBLE_DEVICES), which the GPU lease respects.
 
 
 rule generate:

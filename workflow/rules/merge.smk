@@ -1,4 +1,5 @@
 # Stage 4 and 5: the final dataset and training export, then the DuckDB report.
+# On a cluster, merge is a cluster job (it streams the whole dataset); report is local (small queries).
 
 
 rule merge:
@@ -22,6 +23,7 @@ rule merge:
 
 
 rule report:
+    localrule: True
     input:
         outputs=rules.merge.output,
         done=rules.merge.input.done,

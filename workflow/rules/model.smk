@@ -1,7 +1,8 @@
-# The demo's tiny model: built here when model.path points at RESULTS/demo-model.
+# The demo's tiny model: built here when model.path points at RESULTS/demo-model. Local: seconds of CPU.
 
 
 rule demo_model:
+    localrule: True
     input:
         corpus="config/demo/corpus.txt",
     output:

@@ -1,4 +1,5 @@
 # Stage 1 and 2: normalized, deduplicated, tokenized prompts, then length-balanced shards.
+# On a cluster, prompts is a cluster job (minutes and a few GB on 1M rows); split is local (seconds).
 
 
 rule prompts:
@@ -24,6 +25,7 @@ rule prompts:
 
 
 rule split:
+    localrule: True
     input:
         results("prompts", "prompts.parquet"),
     output:

@@ -3,7 +3,8 @@ cleanup never touches it). An attempt that never logged `finished` died: SGLang 
 its scheduler dies, so the cause is whatever the attempt logged before (out of memory, a stall) or `killed`.
 
 After an out-of-memory death the next attempt lowers memory (mem_fraction_static -0.03, the running cap -25%, per
-such death in a row); after MAX_RESTARTS deaths in a row it refuses to start the engine again."""
+such death in a row, at most MAX_RESTARTS times). How many automatic restarts happen is Snakemake's `retries`
+(3 in the profiles); a person rerunning by hand is never refused."""
 
 import json
 import os
@@ -13,10 +14,6 @@ from pathlib import Path
 
 MAX_RESTARTS = 3
 OOM_MARKERS = ("CUDA out of memory", "OutOfMemoryError", "out of memory")
-
-
-class RestartLimit(RuntimeError):
-    pass
 
 
 def _append(shard_dir: Path, entry: dict) -> None:
@@ -62,12 +59,8 @@ def start_attempt(shard_dir: Path, engine_cfg: dict) -> tuple[int, dict, list[di
     """Log a new attempt; return its number, the engine settings to use, and the deaths it restarts after."""
     previous = read_attempts(shard_dir)
     deaths = deaths_in_a_row(previous)
-    if len(deaths) >= MAX_RESTARTS:
-        causes = ", ".join(f"attempt {d['attempt']}: {d['cause']}" for d in deaths)
-        raise RestartLimit(f"{shard_dir}: the engine died {len(deaths)} times in a row ({causes}); not restarting it. "
-                           "Committed parts are kept; fix the cause and rerun.")
     engine = dict(engine_cfg)
-    ooms = sum(d["cause"] == "out_of_memory" for d in deaths)
+    ooms = min(MAX_RESTARTS, sum(d["cause"] == "out_of_memory" for d in deaths))
     if ooms:
         engine["mem_fraction_static"] = round(engine["mem_fraction_static"] - 0.03 * ooms, 4)
         cap = engine["max_running_requests"] or next(

@@ -160,7 +160,6 @@ def parser() -> argparse.ArgumentParser:
 
 
 def _known_errors() -> tuple:
-    from shardgen.attempts import RestartLimit
     from shardgen.generate import CommitError
     from shardgen.gpu_lease import LeaseTimeout
     from shardgen.merge import AccountingError
@@ -168,8 +167,7 @@ def _known_errors() -> tuple:
     from shardgen.parts import ShardBusy
     from shardgen.sources import SourceError
 
-    return (ConfigError, SourceError, ModelError, AccountingError, LeaseTimeout, ShardBusy, CommitError, RestartLimit,
-            KeyError)
+    return (ConfigError, SourceError, ModelError, AccountingError, LeaseTimeout, ShardBusy, CommitError, KeyError)
 
 
 KNOWN_ERRORS = _known_errors()
