@@ -42,6 +42,21 @@ def write_jsonl(tmp_path):
     return write
 
 
+def load_yaml_files(*paths) -> dict:
+    """Config files merged the way Snakemake's --configfile merges them (later files update earlier, recursively)."""
+    def update(base: dict, new: dict) -> None:
+        for key, value in new.items():
+            if isinstance(value, dict) and isinstance(base.get(key), dict):
+                update(base[key], value)
+            else:
+                base[key] = value
+
+    merged: dict = {}
+    for path in paths:
+        update(merged, yaml.safe_load(Path(path).read_text()) or {})
+    return merged
+
+
 def copy_workflow(dest: Path) -> Path:
     """The repository's workflow files (no results) in dest, for snakemake runs in isolation."""
     for name in ("Snakefile", "workflow", "config", "profiles", "envs"):

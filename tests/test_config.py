@@ -1,10 +1,10 @@
 import pytest
 import yaml
 
-from shardgen.config import Config, ConfigError, load_yaml_files
+from shardgen.config import Config, ConfigError
 from shardgen.engines.transformers_engine import check_args
 
-from conftest import REPO
+from conftest import REPO, load_yaml_files
 
 SOURCE = {"name": "m", "path": "x.jsonl", "format": "query_response"}
 

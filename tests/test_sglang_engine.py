@@ -135,9 +135,7 @@ def test_aborted_request_is_recorded_with_the_engine_message(make_config, write_
 
 @pytest.mark.parametrize("fields", [FIELDS_0513, FIELDS_0517])
 def test_the_gpu_demo_overlay_maps_onto_both_versions(fields):
-    from shardgen.config import load_yaml_files
-
-    from conftest import REPO
+    from conftest import REPO, load_yaml_files
 
     raw = load_yaml_files(*(REPO / "config" / n for n in ("config.yaml", "demo.yaml", "demo-sglang.yaml")))
     cfg = Config.from_dict(raw)

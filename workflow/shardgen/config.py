@@ -74,22 +74,6 @@ def validate(raw: dict) -> dict:
     return raw
 
 
-def load_yaml_files(*paths: str | Path) -> dict:
-    """Merge config files the way Snakemake's --configfile does (later files update earlier ones, recursively)."""
-    merged: dict = {}
-    for path in paths:
-        _deep_update(merged, yaml.safe_load(Path(path).read_text()) or {})
-    return merged
-
-
-def _deep_update(base: dict, new: dict) -> None:
-    for key, value in new.items():
-        if isinstance(value, dict) and isinstance(base.get(key), dict):
-            _deep_update(base[key], value)
-        else:
-            base[key] = value
-
-
 @dataclass(frozen=True)
 class Config:
     raw: dict

@@ -31,4 +31,3 @@ DATASET = pa.schema([
     ("completion", pa.string()), ("output_ids", TOKENS), ("finish_reason", pa.string()),
     ("prompt_tokens", pa.int32()), ("completion_tokens", pa.int32()), ("reference", pa.string()),
 ])
-FINISH_REASONS = ("stop", "length", "abort")
