@@ -11,6 +11,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from shardgen.cli import main
 from shardgen.config import Config, ConfigError
 from shardgen.engines.sglang_args import build_server_args
 from shardgen.layout import Layout
@@ -72,7 +73,7 @@ def run_generate(cfg: Config, shard: int, version: str, **env) -> subprocess.Com
 
 
 @pytest.mark.parametrize("version", ["0.5.13.post1", "0.5.17"])
-def test_generate_through_the_adapter(make_config, write_jsonl, version, monkeypatch):
+def test_generate_through_the_adapter(make_config, write_jsonl, version, monkeypatch, capsys):
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     monkeypatch.setenv("SHARDGEN_GPU_LOCK_DIR", str(Path(write_jsonl("x", [])).parent / "locks"))
     rows = [{"query": f"Question {i}: " + "why " * i} for i in range(40)]
@@ -107,6 +108,11 @@ def test_generate_through_the_adapter(make_config, write_jsonl, version, monkeyp
         f"'{layout.shard_dir(0)}/telemetry-*.parquet' GROUP BY kind").fetchall()
     kinds = {k: (n, running, mamba) for k, n, running, mamba in telemetry}
     assert kinds["decode"][1:] == (6, 0.66) and kinds["prefill"][0] == 1 and kinds["client"][0] >= 1
+
+    # the shard's telemetry and done file are enough to diagnose it: the cap of 6 is the fake's 18 mamba slots / 3
+    assert main(["--results", str(layout.root), "diagnose", "--json"]) == 0
+    findings = json.loads(capsys.readouterr().out)[str(layout.shard_dir(0))]
+    assert [f["code"] for f in findings] == ["mamba_pool_bound"]
 
 
 def test_aborted_request_is_recorded_with_the_engine_message(make_config, write_jsonl, monkeypatch, tmp_path):

@@ -99,6 +99,18 @@ def cmd_query(args):
     print(_table(db.query(con, args.name)))
 
 
+def cmd_diagnose(args):
+    from shardgen.diagnose import render, report
+
+    layout = Layout(Path(args.results))
+    paths = [Path(p) for p in args.paths] or sorted({p.parent for p in layout.generate_dir.glob("shard-*/telemetry-*")})
+    if not paths:
+        raise ConfigError(f"nothing to diagnose: give SGLang log files or shard folders (none with telemetry in "
+                          f"{layout.generate_dir})")
+    result = report(paths)
+    print(json.dumps(result, indent=1) if args.json else render(result))
+
+
 def cmd_status(args):
     from shardgen.status import status
 
@@ -153,6 +165,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--outputs", nargs="+", required=True)
     p.add_argument("--done", nargs="+", required=True)
     add("query", cmd_query, "run a named query from workflow/sql/").add_argument("name")
+    p = add("diagnose", cmd_diagnose, "what limits throughput, from SGLang logs or shard telemetry")
+    p.add_argument("paths", nargs="*", help="SGLang log files or generate/shard-NNN folders (default: every shard)")
+    p.add_argument("--json", action="store_true")
     add("status", cmd_status, "progress of every shard").add_argument(
         "--watch", type=float, nargs="?", const=5.0, default=None, help="refresh every N seconds")
     add("reset", cmd_reset, "start a shard over (parts moved aside)").add_argument("shard", type=int)

@@ -1,0 +1,187 @@
+"""`shardgen diagnose`: read SGLang logs (or a shard's telemetry and done file) and say what limits throughput,
+with the evidence lines and the settings to change. Findings: mamba_pool_bound, kv_bound, feeder_bound,
+cuda_graph_uncovered, compute_saturated, prefill_heavy, retractions."""
+
+import json
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from shardgen import telemetry
+
+SLOTS_PER_REQUEST = {"no_buffer": 3, "extra_buffer": 5, "extra_buffer_lazy": 4, "no_radix": 1}
+ARG = re.compile(r"(disable_radix_cache|mamba_scheduler_strategy|mamba_radix_cache_strategy|cuda_graph_max_bs|"
+                 r"cuda_graph_max_bs_decode|disable_overlap_schedule)=('?)([\w.]+)\2[,)]")
+RETRACT = re.compile(r"retract", re.IGNORECASE)
+
+
+@dataclass
+class Finding:
+    code: str
+    message: str
+    advice: list[str]
+    evidence: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Run:
+    """What a diagnosis needs from one engine run."""
+    rows: list[dict]
+    lines: dict[int, str]  # row index -> the log line it came from (for evidence)
+    facts: dict
+    args: dict
+    retractions: list[str]
+
+    @property
+    def strategy(self) -> str:
+        if self.args.get("disable_radix_cache") in ("True", True):
+            return "no_radix"
+        return str(self.args.get("mamba_radix_cache_strategy") or self.args.get("mamba_scheduler_strategy") or "")
+
+    @property
+    def graph_limit(self) -> int | None:
+        value = self.args.get("cuda_graph_max_bs_decode") or self.args.get("cuda_graph_max_bs")
+        return int(value) if value not in (None, "None") else None
+
+
+def read_log(path: Path) -> Run:
+    rows, lines, facts, args, retractions = [], {}, {}, {}, []
+    for line in path.read_text(errors="replace").splitlines():
+        if row := telemetry.parse_line(line):
+            lines[len(rows)] = line.strip()
+            rows.append(row)
+            continue
+        telemetry.parse_startup(line, facts)
+        if "server_args=ServerArgs(" in line:
+            args.update({m[0]: m[2] for m in ARG.findall(line)})
+        elif RETRACT.search(line):
+            retractions.append(line.strip())
+    return Run(rows, lines, facts, args, retractions)
+
+
+def read_shard(shard_dir: Path) -> Run:
+    import duckdb
+
+    rows = duckdb.sql(f"SELECT * FROM '{shard_dir}/telemetry-*.parquet' WHERE kind <> 'client' ORDER BY ts").df()
+    done = json.loads(shard_dir.with_name(f"{shard_dir.name}.done.json").read_text())["engine"] or {}
+    records = rows.to_dict("records")
+    lines = {i: json.dumps({k: v for k, v in r.items() if v == v and v is not None}, default=str)
+             for i, r in enumerate(records)}
+    return Run(records, lines, done.get("startup", {}), done.get("resolved", {}), [])
+
+
+def _evidence(run: Run, indices: list[int], n: int = 3) -> list[str]:
+    return [run.lines[i] for i in indices[:n]]
+
+
+def diagnose(run: Run) -> list[Finding]:
+    cap = run.facts.get("max_running_requests")
+    decode = [i for i, r in enumerate(run.rows) if r["kind"] == "decode"]
+    busy_until = max((i for i, r in enumerate(run.rows) if r["queue"] > 0), default=-1)  # queue drains for good after
+    steady = [i for i in decode if i <= busy_until]
+    findings = []
+    if cap and steady:
+        at_cap = [i for i in steady if run.rows[i]["running"] >= cap - 1]
+        below = [i for i in steady if run.rows[i]["queue"] == 0 and run.rows[i]["running"] < cap - 1]
+        if len(at_cap) >= len(steady) / 2:
+            findings += _cap_findings(run, cap, at_cap)
+        if len(below) >= max(1, len(steady) / 5):
+            findings.append(Finding(
+                "feeder_bound", f"the queue was empty while {len(below)} of {len(steady)} decode batches ran below "
+                f"the cap of {cap}: the client is not feeding the engine",
+                ["raise engine.inflight (the window is inflight x max running requests)",
+                 "check that the driver's window covers the cap (engine.max_running_requests)"],
+                _evidence(run, below)))
+    if run.graph_limit is not None:
+        eager = [i for i in decode if not run.rows[i]["cuda_graph"] and run.rows[i]["running"] > run.graph_limit]
+        if eager:
+            top = max(run.rows[i]["running"] for i in eager)
+            findings.append(Finding(
+                "cuda_graph_uncovered", f"{len(eager)} decode batches ran without CUDA graphs at batch sizes above "
+                f"the graph limit {run.graph_limit} (up to {top})",
+                [f"raise the CUDA-graph decode limit to {top} (engine.args: cuda_graph_max_bs or "
+                 "cuda_graph_max_bs_decode); shardgen does it when engine.max_running_requests is set"],
+                _evidence(run, eager)))
+    findings += _saturation(run, steady) + _prefill(run, steady) + _retractions(run)
+    return findings
+
+
+def _cap_findings(run: Run, cap: int, at_cap: list[int]) -> list[Finding]:
+    kv = max(run.rows[i]["full_token_usage"] for i in at_cap)
+    slots = SLOTS_PER_REQUEST.get(run.strategy)
+    pool = run.facts.get("max_mamba_cache_size")
+    if pool and slots and abs(pool / slots - cap) <= 0.1 * cap and kv < 0.5:
+        no_radix_cap = pool  # one slot per request with the prefix cache off
+        return [Finding(
+            "mamba_pool_bound", f"running stayed at the cap of {cap}, set by the mamba state pool ({pool} slots / "
+            f"{slots} per request with {run.strategy}), while KV usage was only {kv:.2f}"
+            + ("; mamba usage reads ~0.66-0.72 here because of reserved slots" if run.strategy != "no_radix" else ""),
+            [f"mamba_strategy: no_radix (1 slot per request, overlap scheduling kept): up to {no_radix_cap} running",
+             f"max_running_requests: {no_radix_cap} with the graph limit raised to match",
+             "or a larger mamba pool: engine.args mamba_full_memory_ratio, or mamba_ssm_dtype: bfloat16"],
+            _evidence(run, at_cap))]
+    if kv >= 0.85:
+        return [Finding("kv_bound", f"running stayed at the cap of {cap} with KV usage {kv:.2f}",
+                        ["raise mem_fraction_static, or lower max_new_tokens / context_length",
+                         "a smaller mamba share (mamba_full_memory_ratio) leaves more KV"], _evidence(run, at_cap))]
+    return []
+
+
+def _saturation(run: Run, steady: list[int]) -> list[Finding]:
+    by_running: dict[int, list[float]] = {}
+    for i in steady:
+        by_running.setdefault(run.rows[i]["running"], []).append(run.rows[i]["gen_throughput"])
+    if len(by_running) < 2:
+        return []
+    low, high = min(by_running), max(by_running)
+    rate = {k: sorted(v)[len(v) // 2] for k, v in by_running.items()}
+    if high >= 1.5 * low and rate[high] < 1.1 * rate[low]:
+        return [Finding("compute_saturated", f"decode throughput stayed flat ({rate[low]:.0f} -> {rate[high]:.0f} "
+                        f"tok/s) while running grew {low} -> {high}: the GPU is saturated",
+                        ["raising the running cap will not help; keep the current cap"],
+                        _evidence(run, [i for i in steady if run.rows[i]["running"] in (low, high)]))]
+    return []
+
+
+def _prefill(run: Run, steady: list[int]) -> list[Finding]:
+    """Prompt tokens prefilled vs tokens generated (decode-line throughput x the time between decode lines),
+    judged only when decode ran with a waiting queue (a run that prefills everything at once is not this)."""
+    if not steady:
+        return []
+    prefill = [i for i, r in enumerate(run.rows) if r["kind"] == "prefill"]
+    decode = [i for i, r in enumerate(run.rows) if r["kind"] == "decode"]
+    generated = sum(run.rows[b]["gen_throughput"] * (run.rows[b]["ts"] - run.rows[a]["ts"]).total_seconds()
+                    for a, b in zip(decode, decode[1:]))
+    prompt_tokens = sum(run.rows[i]["new_token"] for i in prefill)
+    if generated and prompt_tokens > 2 * generated:
+        return [Finding("prefill_heavy", f"{prompt_tokens} prompt tokens were prefilled for ~{generated:.0f} generated:"
+                        " prefill, not decode, takes most of the GPU",
+                        ["a larger chunked_prefill_size / max_prefill_tokens batches prefill better",
+                         "with shared prefixes, keep the prefix cache on (not mamba_strategy: no_radix)"],
+                        _evidence(run, prefill))]
+    return []
+
+
+def _retractions(run: Run) -> list[Finding]:
+    if not run.retractions:
+        return []
+    return [Finding("retractions", f"{len(run.retractions)} retraction lines: requests were evicted and redone",
+                    ["lower max_running_requests or raise mem_fraction_static"], run.retractions[:3])]
+
+
+def read(path: Path) -> Run:
+    return read_shard(path) if path.is_dir() else read_log(path)
+
+
+def report(paths: list[Path]) -> dict:
+    return {str(p): [asdict(f) for f in diagnose(read(p))] for p in paths}
+
+
+def render(result: dict) -> str:
+    out = []
+    for path, findings in result.items():
+        out.append(f"{path}: " + (", ".join(f["code"] for f in findings) or "no bottleneck found"))
+        for f in findings:
+            out += [f"  [{f['code']}] {f['message']}"] + [f"    change: {a}" for a in f["advice"]]
+            out += [f"    evidence: {e[:220]}" for e in f["evidence"]]
+    return "\n".join(out)
