@@ -18,6 +18,10 @@ def test_status_query_and_reset(make_config, write_jsonl, capsys):
     assert lines[0].split() == ["shard", "prompts", "committed", "done", "rate_per_s", "eta_s"]
     assert [line.split()[:4] for line in lines[2:]] == [["0", "3", "3", "True"], ["1", "3", "3", "True"]]
 
+    (layout.shard_dir(0) / "parts-index.jsonl").unlink()  # as if killed between a part's rename and its index line
+    assert main(["--results", results, "status"]) == 0
+    assert capsys.readouterr().out.splitlines()[2].split()[:3] == ["0", "3", "3"]  # footers fill the gap
+
     assert main(["--results", results, "query", "throughput"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0].split()[:2] == ["requests", "completion_tokens"]

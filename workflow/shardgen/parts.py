@@ -17,6 +17,7 @@ from shardgen import tables
 from shardgen.atomic import write_table
 
 PART_PATTERN = "part-{:05d}.parquet"
+INDEX_NAME = "parts-index.jsonl"
 log = logging.getLogger(__name__)
 
 
@@ -91,4 +92,7 @@ class PartWriter:
         path = self.shard_dir / PART_PATTERN.format(self.next_index)
         write_table(pa.Table.from_pylist(rows, schema=tables.PART), path)
         self.next_index += 1
+        # A cache for `shardgen status` (one small file instead of every footer); the parts stay the truth.
+        with open(self.shard_dir / INDEX_NAME, "a") as f:
+            f.write(json.dumps({"part": path.name, "rows": len(rows), "attempt": rows[0]["attempt"]}) + "\n")
         return path

@@ -1,0 +1,68 @@
+"""Time `shardgen status` on 8 shards x 1,000 parts committed by the real PartWriter (10 rows each). Goal: < 1 s.
+
+    python benchmarks/status.py [--shards 8] [--parts 1000]
+"""
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import tempfile
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from shardgen.attempts import start_attempt
+from shardgen.layout import Layout
+from shardgen.parts import PartWriter
+from shardgen.status import status
+
+ENGINE = {"mem_fraction_static": 0.9, "max_running_requests": None}
+
+
+def build(root: Path, shards: int, parts: int, rows: int = 10) -> Layout:
+    layout = Layout(root)
+    now = datetime.now(timezone.utc)
+    layout.split_dir.mkdir(parents=True)
+    for shard in range(shards):
+        pq.write_table(pa.table({"prompt_id": [f"{shard}-{i}" for i in range(parts * rows + 500)]}), layout.split(shard))
+        start_attempt(layout.shard_dir(shard), ENGINE)
+        writer = PartWriter(layout.shard_dir(shard))
+        for p in range(parts):
+            chunk = [{"prompt_id": f"{shard}-{p}-{r}", "gen_key": f"{shard}-{p}-{r}", "shard": shard, "attempt": 1,
+                      "completion": "x", "output_ids": [1, 2, 3], "finish_reason": "stop", "prompt_tokens": 5,
+                      "completion_tokens": 3, "cached_tokens": 0, "latency_s": 1.0, "submitted_at": now,
+                      "finished_at": now, "gpu": str(shard), "error": None} for r in range(rows)]
+            writer.commit(chunk)
+    return layout
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--shards", type=int, default=8)
+    ap.add_argument("--parts", type=int, default=1000)
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--save", type=Path, default=Path(__file__).parent / "results" / "status.json")
+    args = ap.parse_args()
+    layout = build(Path(tempfile.mkdtemp(prefix="shardgen-status-")), args.shards, args.parts)
+    seconds = []
+    for _ in range(args.repeats):
+        start = time.perf_counter()
+        rows = status(layout)
+        seconds.append(time.perf_counter() - start)
+    assert sum(r["committed"] for r in rows) == args.shards * args.parts * 10
+    result = {"shards": args.shards, "parts_per_shard": args.parts, "median_s": round(statistics.median(seconds), 3),
+              "min_s": round(min(seconds), 3), "max_s": round(max(seconds), 3), "goal_s": 1.0,
+              "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
+              "date": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+    print(json.dumps(result))
+    args.save.parent.mkdir(parents=True, exist_ok=True)
+    args.save.write_text(json.dumps(result, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
