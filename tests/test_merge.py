@@ -41,6 +41,10 @@ def test_twice_committed_rows_keep_the_earliest_and_are_counted(make_config, wri
     summary = report(cfg, outputs, [layout.done(0), layout.done(1)], layout.report_dir)
     assert summary["duplicate_commits"] == table.num_rows and summary["stale_rows"] == 0
     assert summary["generated"] == 8
+    md = (layout.report_dir / "report.md").read_text()
+    assert "Tail across shards:" in md and "![throughput](figures/throughput.png)" in md
+    for name in ("throughput", "engine", "lengths", "shards"):
+        assert (layout.report_dir / "figures" / f"{name}.png").read_bytes()[:4] == b"\x89PNG"
 
 
 def test_merge_names_prompts_that_are_neither_generated_nor_failed(make_config, write_jsonl):

@@ -4,6 +4,7 @@ from pathlib import Path
 from snakemake.utils import validate
 
 from shardgen.config import Config
+from shardgen.figures import FIGURES
 from shardgen.layout import Layout
 from shardgen.snakemake_support import clear_stale_locks
 

@@ -31,6 +31,11 @@ rule report:
         summary=results("report", "summary.json"),
         manifest=results("report", "manifest.json"),
         markdown=results("report", "report.md"),
+        figures=report(
+            expand(results("report", "figures", "{figure}.png"), figure=FIGURES),
+            caption="../report/figures.rst",
+            category="Generation",
+        ),
     log:
         results("logs", "report.log"),
     benchmark:

@@ -6,7 +6,7 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 
-from shardgen import WORKFLOW_DIR, tables
+from shardgen import WORKFLOW_DIR, tables, telemetry
 from shardgen.layout import Layout
 
 SQL_DIR = WORKFLOW_DIR / "sql"
@@ -42,7 +42,20 @@ def connect(layout: Layout, memory_limit: str | None = None) -> duckdb.DuckDBPyC
     _parquet_view(con, "sources", str(pdir / "sources.parquet"), tables.SOURCES)
     _parquet_view(con, "parts", layout.parts_glob, tables.PART, filename="true", file_row_number="true")
     _parquet_view(con, "dataset", str(layout.dataset_dir / "*.parquet"), tables.DATASET)
+    _telemetry_view(con, layout)
     return con
+
+
+def _telemetry_view(con, layout: Layout) -> None:
+    """SGLang telemetry of every shard, with its shard number (empty for the CPU engine)."""
+    pattern = str(layout.generate_dir / "shard-*" / "telemetry-*.parquet")
+    if glob.glob(pattern):
+        con.execute("CREATE OR REPLACE VIEW telemetry AS SELECT *, CAST(regexp_extract(filename, "
+                    f"'shard-(\\d+)/telemetry', 1) AS INTEGER) AS shard FROM read_parquet({_quote(pattern)}, "
+                    "filename = true)")
+    else:
+        con.register("_telemetry_empty", telemetry.SCHEMA.empty_table().append_column("shard", pa.array([], pa.int32())))
+        con.execute("CREATE OR REPLACE VIEW telemetry AS SELECT * FROM _telemetry_empty")
 
 
 def sql(name: str) -> str:

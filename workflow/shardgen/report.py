@@ -9,6 +9,7 @@ from pathlib import Path
 from shardgen import db
 from shardgen.atomic import write_text
 from shardgen.config import Config
+from shardgen.figures import draw
 from shardgen.layout import Layout
 from shardgen.model import ModelInfo
 from shardgen.sources import file_sha256
@@ -69,7 +70,18 @@ def manifest(con, config: Config, layout: Layout, outputs: list[Path], done_file
     }
 
 
-def markdown(record: dict) -> str:
+def tail_note(tails: list[dict]) -> str | None:
+    """Across shards the tail is last shard end minus first shard end; over 5% of the run's wall time is called out."""
+    if not tails or not tails[0]["run_wall_s"]:
+        return None
+    spread = max(t["after_first_shard_end_s"] for t in tails)
+    share = spread / tails[0]["run_wall_s"]
+    verdict = "**over 5% of the run: GPUs sat idle while the last shards finished**" if share > 0.05 else "fine"
+    return f"Tail across shards: {spread:.1f} s between the first and the last shard's end, {share:.1%} of the " \
+           f"{tails[0]['run_wall_s']:.1f} s run ({verdict})."
+
+
+def markdown(record: dict, tails: list[dict] | None = None, figures: list[Path] = ()) -> str:
     lines = ["# shardgen report", "", "| metric | value |", "|---|---|"]
     lines += [f"| {k} | {v} |" for k, v in record.items() if not isinstance(v, list)]
     for title in ("per_source", "per_shard"):
@@ -77,6 +89,9 @@ def markdown(record: dict) -> str:
         if rows:
             lines += ["", f"## {title}", "", "| " + " | ".join(rows[0]) + " |", "|" + "---|" * len(rows[0])]
             lines += ["| " + " | ".join(str(v) for v in r.values()) + " |" for r in rows]
+    if note := tail_note(tails or []):
+        lines += ["", note]
+    lines += [""] + [f"![{p.stem}]({p.parent.name}/{p.name})" for p in figures]
     return "\n".join(lines) + "\n"
 
 
@@ -87,5 +102,6 @@ def report(config: Config, outputs: list[Path], done_files: list[Path], out_dir:
     write_text(json.dumps(record, indent=1), out_dir / "summary.json")
     write_text(json.dumps(manifest(con, config, layout, outputs, done_files), indent=1, default=str),
                out_dir / "manifest.json")
-    write_text(markdown(record), out_dir / "report.md")
+    figures = draw(con, out_dir / "figures")
+    write_text(markdown(record, _jsonable(db.query(con, "tail")), figures), out_dir / "report.md")
     return record
