@@ -12,9 +12,9 @@ from tqdm import tqdm
 
 from shardgen import db, gpu_lease
 from shardgen.atomic import write_text
+from shardgen.attempts import log_event, read_attempts, start_attempt
 from shardgen.config import Config
 from shardgen.layout import Layout
-from shardgen.attempts import log_event, read_attempts, start_attempt
 from shardgen.parts import PartWriter, committed_outcomes, part_files, shard_lock
 from shardgen.watchdog import Watchdog
 
