@@ -8,6 +8,7 @@ import sys
 import time
 from pathlib import Path
 
+from shardgen import ShardgenError
 from shardgen.config import CONFIG_ENV, Config, ConfigError
 from shardgen.layout import Layout
 
@@ -174,27 +175,13 @@ def parser() -> argparse.ArgumentParser:
     return ap
 
 
-def _known_errors() -> tuple:
-    from shardgen.generate import CommitError
-    from shardgen.gpu_lease import LeaseTimeout
-    from shardgen.merge import AccountingError
-    from shardgen.model import ModelError
-    from shardgen.parts import ShardBusy
-    from shardgen.sources import SourceError
-
-    return (ConfigError, SourceError, ModelError, AccountingError, LeaseTimeout, ShardBusy, CommitError, KeyError)
-
-
-KNOWN_ERRORS = _known_errors()
-
-
 def main(argv=None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
                         stream=sys.stderr)
     args = parser().parse_args(argv)
     try:
         args.func(args)
-    except KNOWN_ERRORS as err:  # a user-facing problem: its message names the file, row or key
+    except ShardgenError as err:
         logging.getLogger("shardgen").error("%s", err)
         return 2
     return 0

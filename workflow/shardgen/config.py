@@ -12,13 +12,13 @@ from typing import Any
 import jsonschema
 import yaml
 
-from shardgen import WORKFLOW_DIR
+from shardgen import WORKFLOW_DIR, ShardgenError
 
 SCHEMA_PATH = WORKFLOW_DIR / "schemas" / "config.schema.yaml"
 CONFIG_ENV = "SHARDGEN_CONFIG"
 
 
-class ConfigError(ValueError):
+class ConfigError(ShardgenError, ValueError):
     """A configuration problem, named by its key path (e.g. `sources[1].format`)."""
 
 

@@ -6,20 +6,20 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 
-from shardgen import WORKFLOW_DIR, tables, telemetry
+from shardgen import WORKFLOW_DIR, ShardgenError, tables, telemetry
 from shardgen.layout import Layout
 
 SQL_DIR = WORKFLOW_DIR / "sql"
 
 
-def _quote(path) -> str:
+def quote(path) -> str:
     return "'" + str(path).replace("'", "''") + "'"
 
 
 def _parquet_view(con, name: str, path_or_glob: str, schema: pa.Schema, **options) -> None:
     if glob.glob(path_or_glob):
         opts = "".join(f", {k}={v}" for k, v in options.items())
-        con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM read_parquet({_quote(path_or_glob)}{opts})")
+        con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM read_parquet({quote(path_or_glob)}{opts})")
     else:  # an empty table of the contract's schema, so queries still run before anything exists
         empty = schema.empty_table()
         if options.get("filename"):
@@ -34,7 +34,7 @@ def connect(layout: Layout, memory_limit: str | None = None) -> duckdb.DuckDBPyC
     con = duckdb.connect()
     con.execute("SET preserve_insertion_order = false")  # lets large COPYs stream
     if memory_limit:
-        con.execute(f"SET memory_limit = {_quote(memory_limit)}")
+        con.execute(f"SET memory_limit = {quote(memory_limit)}")
     pdir = layout.prompts_dir
     _parquet_view(con, "prompts", str(pdir / "prompts.parquet"), tables.PROMPTS)
     _parquet_view(con, "rejected", str(pdir / "rejected.parquet"), tables.REJECTED)
@@ -51,7 +51,7 @@ def _telemetry_view(con, layout: Layout) -> None:
     pattern = str(layout.generate_dir / "shard-*" / "telemetry-*.parquet")
     if glob.glob(pattern):
         con.execute("CREATE OR REPLACE VIEW telemetry AS SELECT *, CAST(regexp_extract(filename, "
-                    f"'shard-(\\d+)/telemetry', 1) AS INTEGER) AS shard FROM read_parquet({_quote(pattern)}, "
+                    f"'shard-(\\d+)/telemetry', 1) AS INTEGER) AS shard FROM read_parquet({quote(pattern)}, "
                     "filename = true)")
     else:
         con.register("_telemetry_empty", telemetry.SCHEMA.empty_table().append_column("shard", pa.array([], pa.int32())))
@@ -62,7 +62,7 @@ def sql(name: str) -> str:
     path = SQL_DIR / f"{name}.sql"
     if not path.is_file():
         known = sorted(p.stem for p in SQL_DIR.glob("*.sql"))
-        raise KeyError(f"no query named {name!r}; known: {', '.join(known)}")
+        raise ShardgenError(f"no query named {name!r}; known: {', '.join(known)}")
     return path.read_text()
 
 

@@ -16,6 +16,8 @@ def _armed(point: str) -> bool:
     if not spec:
         return False
     name, _, nth = spec.partition(":")
+    if name not in POINTS:
+        raise ValueError(f"{FAULT_ENV}={spec!r}: unknown fault point {name!r}; known: {', '.join(POINTS)}")
     if name != point:
         return False
     _seen[point] = _seen.get(point, 0) + 1

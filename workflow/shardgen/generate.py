@@ -10,7 +10,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 from tqdm import tqdm
 
-from shardgen import db, gpu_lease
+from shardgen import ShardgenError, db, gpu_lease
 from shardgen.atomic import write_text
 from shardgen.attempts import log_event, read_attempts, start_attempt
 from shardgen.config import Config
@@ -21,7 +21,7 @@ from shardgen.watchdog import Watchdog
 log = logging.getLogger(__name__)
 
 
-class CommitError(RuntimeError):
+class CommitError(ShardgenError, RuntimeError):
     """A part could not be written (disk full, I/O error): the job stops, committed parts stay as they are."""
 
 
@@ -85,11 +85,11 @@ def done_record(layout: Layout, shard: int) -> dict:
     """The done file's figures, and generate/shard-NNN/failed.parquet (this shard's failed prompts, with the
     engine's message), from the parts."""
     con = db.connect(layout)
-    con.execute(f"CREATE VIEW shard_prompts AS SELECT * FROM read_parquet({db._quote(layout.split(shard))})")
+    con.execute(f"CREATE VIEW shard_prompts AS SELECT * FROM read_parquet({db.quote(layout.split(shard))})")
     db.define_views(con, "winners", "per_shard")
     failed = layout.shard_dir(shard) / "failed.parquet"
     failed.parent.mkdir(parents=True, exist_ok=True)
-    con.execute(f"COPY ({db.sql('shard_failed')}) TO {db._quote(failed)} (FORMAT parquet)")
+    con.execute(f"COPY ({db.sql('shard_failed')}) TO {db.quote(failed)} (FORMAT parquet)")
     return db.query(con, "shard_done", shard=shard)[0]
 
 

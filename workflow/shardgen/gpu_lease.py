@@ -9,11 +9,13 @@ import tempfile
 import time
 from pathlib import Path
 
+from shardgen import ShardgenError
+
 _held: list = []  # open lock files: the lease lasts as long as the process
 _leased: list[str] = []
 
 
-class LeaseTimeout(RuntimeError):
+class LeaseTimeout(ShardgenError, RuntimeError):
     pass
 
 

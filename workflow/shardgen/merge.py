@@ -3,18 +3,18 @@ streamed by DuckDB; refuses to finish while an accepted prompt is neither genera
 
 from pathlib import Path
 
-from shardgen import db
+from shardgen import ShardgenError, db
 from shardgen.layout import Layout
 
 
-class AccountingError(RuntimeError):
+class AccountingError(ShardgenError, RuntimeError):
     pass
 
 
 def _copy(con, query: str, path: Path, fmt: str) -> None:
     tmp = path.with_name(f".{path.name}.tmp")
     options = "FORMAT parquet, COMPRESSION zstd" if fmt == "parquet" else "FORMAT json"
-    con.execute(f"COPY ({query}) TO {db._quote(tmp)} ({options})")
+    con.execute(f"COPY ({query}) TO {db.quote(tmp)} ({options})")
     tmp.replace(path)
 
 
@@ -28,7 +28,7 @@ def merge(layout: Layout, dataset: Path, train: Path, failed: Path, memory_limit
     for path in (dataset, train, failed):
         path.parent.mkdir(parents=True, exist_ok=True)
     _copy(con, db.sql("dataset"), dataset, "parquet")
-    con.execute(f"CREATE OR REPLACE VIEW dataset AS SELECT * FROM read_parquet({db._quote(dataset)})")
+    con.execute(f"CREATE OR REPLACE VIEW dataset AS SELECT * FROM read_parquet({db.quote(dataset)})")
     _copy(con, db.sql("train_export"), train, "json")
     _copy(con, db.sql("failed"), failed, "parquet")
     db.define_views(con, "accounting")

@@ -6,11 +6,13 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
+from shardgen import ShardgenError
+
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json", "merges.txt",
                    "special_tokens_map.json", "added_tokens.json")
 
 
-class ModelError(ValueError):
+class ModelError(ShardgenError, ValueError):
     """The model folder cannot be used (missing, no chat template, ...)."""
 
 

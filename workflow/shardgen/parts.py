@@ -13,7 +13,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from shardgen import tables
+from shardgen import ShardgenError, tables
 from shardgen.atomic import write_table
 
 PART_PATTERN = "part-{:05d}.parquet"
@@ -21,7 +21,7 @@ INDEX_NAME = "parts-index.jsonl"
 log = logging.getLogger(__name__)
 
 
-class ShardBusy(RuntimeError):
+class ShardBusy(ShardgenError, RuntimeError):
     pass
 
 

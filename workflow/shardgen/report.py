@@ -44,17 +44,17 @@ def summary(con) -> dict:
     return record
 
 
-def manifest(con, config: Config, layout: Layout, outputs: list[Path], done_files: list[Path]) -> dict:
+def manifest(con, config: Config, per_source: list[dict], outputs: list[Path], done_files: list[Path]) -> dict:
     model = ModelInfo.from_config(config["model"])
     rejected = db.query(con, "rejected_reasons")
-    sources = {r["source"]: r for r in _jsonable(db.query(con, "per_source"))}
+    sources = {r["source"]: dict(r) for r in per_source}
     for row in con.execute("SELECT source, origin, fingerprint FROM sources").fetchall():
         sources[row[0]].update(origin=row[1], fingerprint=row[2],
                                rejected_by_reason={r["reason"]: r["rows"] for r in rejected if r["source"] == row[0]})
     files = []
     for path in outputs:
         reader = "read_json_auto" if path.suffix == ".jsonl" else "read_parquet"
-        rows = con.execute(f"SELECT count(*) FROM {reader}({db._quote(path)})").fetchall()[0][0]
+        rows = con.execute(f"SELECT count(*) FROM {reader}({db.quote(path)})").fetchall()[0][0]
         files.append({"path": str(path), "rows": rows, "sha256": file_sha256(path)})
     done = [json.loads(p.read_text()) for p in done_files]
     return {
@@ -100,7 +100,7 @@ def report(config: Config, outputs: list[Path], done_files: list[Path], out_dir:
     con = _connect(layout)
     record = summary(con)
     write_text(json.dumps(record, indent=1), out_dir / "summary.json")
-    write_text(json.dumps(manifest(con, config, layout, outputs, done_files), indent=1, default=str),
+    write_text(json.dumps(manifest(con, config, record["per_source"], outputs, done_files), indent=1, default=str),
                out_dir / "manifest.json")
     figures = draw(con, out_dir / "figures")
     write_text(markdown(record, _jsonable(db.query(con, "tail")), figures), out_dir / "report.md")

@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
+from shardgen import ShardgenError
 from shardgen.formats import FORMAT_FIELDS, RowError
 
 
-class SourceError(ValueError):
+class SourceError(ShardgenError, ValueError):
     """A file- or config-level problem with a source: stops the run before any GPU work."""
 
 

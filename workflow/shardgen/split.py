@@ -14,8 +14,9 @@ def shard_path(split_dir: Path, shard: int) -> Path:
     return Path(split_dir) / f"shard-{shard:03d}.parquet"
 
 
-def assign(costs: np.ndarray, ids: list[str], n_shards: int) -> np.ndarray:
-    """Shard of each row: heaviest first onto the lightest shard; ties broken by prompt_id, so runs agree."""
+def assign(costs: np.ndarray, ids: list[str], n_shards: int) -> tuple[np.ndarray, np.ndarray]:
+    """Shard of each row and the order rows were placed in: heaviest first onto the lightest shard; ties broken by
+    prompt_id, so runs agree."""
     order = sorted(range(len(costs)), key=lambda i: (-int(costs[i]), ids[i]))
     heap = [(0, s) for s in range(n_shards)]
     shard_of = np.empty(len(costs), dtype=np.int32)

@@ -1,6 +1,6 @@
 """The engine interface every backend implements, and the lazy factory that picks one by name."""
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Protocol
 
 
@@ -19,7 +19,6 @@ class Result:
     prompt_tokens: int
     cached_tokens: int = 0
     error: str | None = None
-    extra: dict = field(default_factory=dict)
 
 
 class Engine(Protocol):
