@@ -139,3 +139,11 @@ def test_a_second_writer_refuses_at_once(shard):
     finally:
         first.kill()
         first.wait()
+
+
+def test_a_misspelt_fault_point_is_refused(monkeypatch):
+    from shardgen.faults import fault_point
+
+    monkeypatch.setenv("SHARDGEN_FAULT", "after_rnme:2")
+    with pytest.raises(ValueError, match="unknown fault point 'after_rnme'"):
+        fault_point("after_rename")
