@@ -112,6 +112,23 @@ def cmd_diagnose(args):
     print(json.dumps(result, indent=1) if args.json else render(result))
 
 
+def cmd_tune(args):
+    from shardgen.tune import tune
+
+    config = _config(args)
+    options = {"sample": args.sample, "seed": config["seed"] if args.seed is None else args.seed,
+               "max_new_tokens": args.max_new_tokens, "ignore_eos": args.ignore_eos, "caps": args.caps,
+               "bf16_state": not args.keep_state_dtype}
+    out = Path(args.out) if args.out else Layout(config.results).root / "tune"
+    summary = tune(config, out, options, args.settings, args.count)
+    print(_table(summary["ranking"]))
+    if summary["pending"]:
+        print(f"{summary['measured']} of {summary['settings']} settings measured; run the same command again for "
+              f"the next ({', '.join(summary['pending'])})")
+    if summary["best"]:
+        print(f"best so far: {summary['best']}  {summary.get('best_over_current') or ''}; fragment: {out / 'best.yaml'}")
+
+
 def cmd_status(args):
     from shardgen.status import status
 
@@ -131,6 +148,13 @@ def cmd_reset(args):
     moved = reset_shard(layout, args.shard)
     print(f"shard {args.shard}: parts moved to {moved}" if moved else f"shard {args.shard}: no parts to move")
     print(f"now run: snakemake -R {layout.done(args.shard)}")
+
+
+def _int_list(text: str) -> list[int]:
+    try:
+        return [int(v) for v in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
 
 
 def parser() -> argparse.ArgumentParser:
@@ -169,6 +193,16 @@ def parser() -> argparse.ArgumentParser:
     p = add("diagnose", cmd_diagnose, "what limits throughput, from SGLang logs or shard telemetry")
     p.add_argument("paths", nargs="*", help="SGLang log files or generate/shard-NNN folders (default: every shard)")
     p.add_argument("--json", action="store_true")
+    p = add("tune", cmd_tune, "measure hybrid-Mamba settings on a prompt sample, one fresh engine per setting")
+    p.add_argument("--sample", type=int, default=2000, help="prompts sampled from the prompt set (default 2000)")
+    p.add_argument("--seed", type=int, default=None, help="sample seed (default: the config's seed)")
+    p.add_argument("--max-new-tokens", type=int, default=None, help="cap every request's output (default: the prompts')")
+    p.add_argument("--ignore-eos", action="store_true", help="always generate max-new-tokens (dummy-weight models)")
+    p.add_argument("--caps", type=_int_list, default=[512, 1024], help="no_radix caps to try (default 512,1024)")
+    p.add_argument("--keep-state-dtype", action="store_true", help="no bfloat16-SSM-state setting in the grid")
+    p.add_argument("--settings", type=lambda s: s.split(","), help="measure only these settings (comma-separated)")
+    p.add_argument("--count", type=int, default=1, help="settings to measure in this call (default 1; 0 = all)")
+    p.add_argument("--out", help="tune folder (default: <results_dir>/tune)")
     add("status", cmd_status, "progress of every shard").add_argument(
         "--watch", type=float, nargs="?", const=5.0, default=None, help="refresh every N seconds")
     add("reset", cmd_reset, "start a shard over (parts moved aside)").add_argument("shard", type=int)

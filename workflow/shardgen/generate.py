@@ -3,7 +3,6 @@ commit parts, and write the done file last (the only declared output, so a failu
 
 import json
 import logging
-import socket
 import sys
 from pathlib import Path
 
@@ -23,14 +22,6 @@ log = logging.getLogger(__name__)
 
 class CommitError(ShardgenError, RuntimeError):
     """A part could not be written (disk full, I/O error): the job stops, committed parts stay as they are."""
-
-
-def _lease(config: Config) -> str:
-    if config["gpus"] == 0:
-        return "cpu"
-    ids = gpu_lease.lease(config["engine"]["tp_size"], config["gpus"])
-    log.info("leased GPU(s) %s on %s", ids, socket.gethostname())
-    return ",".join(ids)
 
 
 def _todo(layout: Layout, shard: int, retry_limit: int | None) -> tuple[int, list[dict]]:
@@ -96,7 +87,7 @@ def done_record(layout: Layout, shard: int) -> dict:
 def generate_shard(config: Config, shard: int, done_path: Path, retry_limit: int | None = None) -> dict:
     layout = Layout(config.results)
     with shard_lock(layout.shard_dir(shard)):
-        gpu = _lease(config)  # before torch is imported: it sets CUDA_VISIBLE_DEVICES
+        gpu = gpu_lease.lease_for(config)  # before torch is imported: it sets CUDA_VISIBLE_DEVICES
         total, todo = _todo(layout, shard, retry_limit)
         log.info("shard %d: %d prompts, %d to %s", shard, total, len(todo),
                  "generate" if retry_limit is None else "retry")

@@ -4,7 +4,9 @@ Snakemake only counts `gpu=N`; it never says which GPU. Call `lease` before torc
 """
 
 import fcntl
+import logging
 import os
+import socket
 import tempfile
 import time
 from pathlib import Path
@@ -13,6 +15,7 @@ from shardgen import ShardgenError
 
 _held: list = []  # open lock files: the lease lasts as long as the process
 _leased: list[str] = []
+log = logging.getLogger(__name__)
 
 
 class LeaseTimeout(ShardgenError, RuntimeError):
@@ -73,3 +76,12 @@ def lease(count: int, total_gpus: int, timeout_s: float = 600, lock_dir: Path | 
         if time.monotonic() > deadline:
             raise LeaseTimeout(f"no {count} free GPU(s) among {pool} after {timeout_s:.0f}s (locks in {lock_dir})")
         time.sleep(0.5)
+
+
+def lease_for(config) -> str:
+    """The GPU ids this job runs on, as a string for the parts' `gpu` column ("cpu" without GPUs)."""
+    if config["gpus"] == 0:
+        return "cpu"
+    ids = lease(config["engine"]["tp_size"], config["gpus"])
+    log.info("leased GPU(s) %s on %s", ids, socket.gethostname())
+    return ",".join(ids)

@@ -40,13 +40,20 @@ class Engine:
         self.loop = asyncio.new_event_loop()
         asyncio.set_event_loop(self.loop)
         # Failure modes, by environment: die (SIGKILL of the tree), out of memory (logged, then the tree kill),
-        # stall (requests never return, decode lines report zero throughput), slow requests (positive throughput).
+        # stall (requests never return, decode lines report zero throughput), slow requests (positive throughput),
+        # out of memory at start-up above a cap, and a decode throughput that depends on the settings.
         self.die_after = int(os.environ.get("FAKE_SGLANG_DIE_AFTER", "0"))
         self.oom_after = int(os.environ.get("FAKE_SGLANG_OOM_AFTER", "0"))
         self.stall_after = int(os.environ.get("FAKE_SGLANG_STALL_AFTER", "0"))
         self.latency = float(os.environ.get("FAKE_SGLANG_LATENCY", "0"))
         self.abort_every = int(os.environ.get("FAKE_SGLANG_ABORT_EVERY", "0"))
+        if os.environ.get("FAKE_SGLANG_START_OOM_ABOVE") and self.cap > int(os.environ["FAKE_SGLANG_START_OOM_ABOVE"]):
+            sys.stderr.write("torch.OutOfMemoryError: CUDA out of memory while allocating the mamba pool\n")
+            from sglang.srt.utils import kill_process_tree
+            kill_process_tree(os.getpid(), include_parent=True)
         throughput = "0.00" if self.stall_after else "1234.50"
+        if os.environ.get("FAKE_SGLANG_TPS_BY_SETTING"):  # for `shardgen tune`: the prefix cache off pays 3x
+            throughput = f"{10.0 * self.cap * (3 if self.server_args.disable_radix_cache else 1):.2f}"
         self.scheduler = subprocess.Popen([sys.executable, "-c", SCHEDULER, str(self.cap), throughput])
         ENGINES.append(self)
         self.seen_rids: set[str] = set()

@@ -1,0 +1,110 @@
+"""`shardgen tune`: a small grid of hybrid-Mamba settings on a sample of the real prompts, a fresh engine per setting
+(one child process each), measured one setting per call so each call fits a job limit and the next resumes. Ranked
+by steady decode tok/s; the best is written as a config fragment to pass after the main config file."""
+
+import json
+import logging
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import duckdb
+import pyarrow.parquet as pq
+
+from shardgen import db
+from shardgen.atomic import write_text
+from shardgen.config import Config, ConfigError
+from shardgen.engines.sglang_args import GRAPH_LIMIT_FIELDS, STRATEGY_FIELDS
+from shardgen.layout import Layout
+
+log = logging.getLogger(__name__)
+# Memory-layout arguments each grid setting decides for itself; the user's other engine.args stay as they are.
+LAYOUT_ARGS = {"mamba_full_memory_ratio", "max_mamba_cache_size", "mamba_ssm_dtype", "disable_radix_cache",
+               "disable_overlap_schedule", *STRATEGY_FIELDS, *GRAPH_LIMIT_FIELDS}
+POOLED_RATIO, POOLED_GRAPHS = 8.0, 512  # a mamba pool ~1.9x the default one, decode graphs up to the batch it allows
+PLAN_KEYS = ("sample", "seed", "max_new_tokens", "ignore_eos", "caps", "bf16_state")
+
+
+def grid(engine: dict, caps: list[int], bf16_state: bool) -> dict[str, dict]:
+    """The user's current engine settings, then the hybrid variants; a variant equal to the current one is dropped."""
+    base = {**engine, "max_running_requests": None,
+            "args": {k: v for k, v in engine["args"].items() if k not in LAYOUT_ARGS}}
+
+    def variant(strategy: str, cap: int | None = None, **args) -> dict:
+        return {**base, "mamba_strategy": strategy, "max_running_requests": cap, "args": {**base["args"], **args}}
+
+    settings = {"no_buffer": variant("no_buffer"), "extra_buffer": variant("extra_buffer"),
+                f"no_buffer_ratio{POOLED_RATIO:g}_graphs{POOLED_GRAPHS}": variant(
+                    "no_buffer", mamba_full_memory_ratio=POOLED_RATIO, cuda_graph_max_bs=POOLED_GRAPHS)}
+    settings.update({f"no_radix_{cap}": variant("no_radix", cap) for cap in caps})
+    if bf16_state:  # half the state memory per request; a numerics trade-off the fragment points out
+        settings[f"no_radix_{max(caps)}_bf16"] = variant("no_radix", max(caps), mamba_ssm_dtype="bfloat16")
+    return {"current": engine, **{name: s for name, s in settings.items() if s != engine}}
+
+
+def write_sample(prompts: Path, out: Path, n: int, seed: int) -> int:
+    """A seeded sample of the prompt set (the same rows whatever the thread count), kept so every setting gets it."""
+    if not prompts.exists():
+        raise ConfigError(f"shardgen tune samples the prompt set, and {prompts} does not exist yet: run "
+                          f"`snakemake {prompts}` first")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    duckdb.sql(f"COPY (SELECT * FROM read_parquet({db.quote(prompts)}) ORDER BY hash(gen_key, {int(seed)}), gen_key "
+               f"LIMIT {int(n)}) TO {db.quote(out)} (FORMAT parquet)")
+    return pq.read_metadata(out).num_rows
+
+
+def load_plan(config: Config, tune_dir: Path, options: dict) -> dict:
+    """The plan of this tune folder, made on its first call; later calls must ask for the same measurement."""
+    path = tune_dir / "plan.json"
+    if path.exists():
+        plan = json.loads(path.read_text())
+        if changed := [k for k in PLAN_KEYS if plan[k] != options[k]]:
+            raise ConfigError(f"{tune_dir} holds a tune run with different {', '.join(changed)} "
+                              f"({', '.join(f'{k}={plan[k]!r}' for k in changed)}); pass those, or --out elsewhere")
+        return plan
+    if config["engine"]["backend"] != "sglang":
+        raise ConfigError("shardgen tune measures SGLang's hybrid-Mamba settings: engine.backend must be sglang")
+    rows = write_sample(Layout(config.results).prompts, tune_dir / "sample.parquet", options["sample"], options["seed"])
+    plan = {**options, "sample_rows": rows, "config": config.raw,
+            "settings": grid(config["engine"], options["caps"], options["bf16_state"])}
+    write_text(json.dumps(plan, indent=1), path)
+    return plan
+
+
+def pending(plan: dict, tune_dir: Path, only: list[str] | None) -> list[str]:
+    names = only or list(plan["settings"])
+    if unknown := [n for n in names if n not in plan["settings"]]:
+        raise ConfigError(f"--settings: unknown {unknown}; this tune run has {list(plan['settings'])}")
+    return [n for n in names if not (tune_dir / n / "result.json").exists()]
+
+
+def run_setting(tune_dir: Path, name: str) -> dict:
+    """Measure one setting in a child process; a child that dies (SGLang's tree kill, OOM) is recorded as failed."""
+    workdir = tune_dir / name
+    if workdir.exists():  # an interrupted measurement: its telemetry would mix with the new one
+        shutil.rmtree(workdir)
+    workdir.mkdir(parents=True)
+    log.info("tune: measuring %s (log: %s)", name, workdir / "engine.log")
+    with open(workdir / "engine.log", "w") as out:
+        proc = subprocess.run([sys.executable, "-m", "shardgen.tune_run", str(tune_dir), name],
+                              stdout=out, stderr=subprocess.STDOUT, env=os.environ.copy())
+    result_path = workdir / "result.json"
+    if proc.returncode == 0 and result_path.exists():
+        return json.loads(result_path.read_text())
+    tail = (workdir / "engine.log").read_text(errors="replace").splitlines()[-15:]
+    result = {"setting": name, "status": "failed", "returncode": proc.returncode, "log_tail": tail}
+    write_text(json.dumps(result, indent=1), result_path)
+    log.error("tune: %s failed (rc %s); last log lines:\n%s", name, proc.returncode, "\n".join(tail))
+    return result
+
+
+def tune(config: Config, tune_dir: Path, options: dict, only: list[str] | None = None, count: int = 1) -> dict:
+    """Measure up to `count` pending settings (0 = all of them), then rank everything measured so far."""
+    from shardgen import tune_report
+
+    plan = load_plan(config, tune_dir, options)
+    for name in pending(plan, tune_dir, only)[:count or None]:
+        run_setting(tune_dir, name)
+    return tune_report.write(tune_dir, plan)

@@ -1,0 +1,19 @@
+-- One `shardgen tune` setting: whole-run output tokens/s from its parts; from the scheduler's telemetry after
+-- $since (the warm-up is before it): steady decode tok/s = median of the decode lines while requests wait in the
+-- queue (the window is full and the tail has not begun), concurrency reached, pool usage, eager decode batches.
+WITH run AS (
+    SELECT count(*) AS requests, count(*) FILTER (finish_reason = 'abort') AS aborted,
+           sum(completion_tokens) AS completion_tokens, epoch(max(finished_at) - min(submitted_at)) AS wall_s
+    FROM parts
+), decode AS (
+    SELECT * FROM telemetry WHERE kind = 'decode' AND ts >= $since
+)
+SELECT run.requests, run.aborted, run.completion_tokens, round(run.wall_s, 3) AS wall_s,
+       round(run.completion_tokens / nullif(run.wall_s, 0), 1) AS output_tps,
+       (SELECT round(median(gen_throughput), 1) FROM decode WHERE queue > 0) AS steady_decode_tps,
+       (SELECT count(*) FROM decode WHERE queue > 0) AS steady_lines,
+       (SELECT max(running) FROM decode) AS running_max,
+       (SELECT max(mamba_usage) FROM decode) AS mamba_usage_max,
+       (SELECT max(full_token_usage) FROM decode) AS kv_usage_max,
+       (SELECT count(*) FILTER (NOT cuda_graph) FROM decode) AS eager_decode_lines
+FROM run
