@@ -1,14 +1,15 @@
 """shardgen's generate vs the bare SGLang Engine, on one GPU, and hybrid settings side by side.
 
     python benchmarks/gpu_throughput.py compare --model /root/model/nh8b --n 1000   # (a) vs (b), alternated twice
-    python benchmarks/gpu_throughput.py grid --model /root/model/nh8b --n 1000 --settings no_buffer,no_radix_512
+    python benchmarks/gpu_throughput.py grid --model /root/model/nh8b --n 1500 --workdir /root/grid --count 2
 
 Same prompts (benchmarks/data/prompts.jsonl, rendered with the model's chat template once), same input_ids,
 fixed output length (ignore_eos), same engine. (a) is one `Engine.generate(list)` call; (b) is shardgen's driver:
 the bounded async window, parts committed every 512 records / 60 s. Both are warmed up and timed from first
-submit to last completion, without the engine start. `grid` starts a fresh engine per setting and runs (b) once;
-steady decode tok/s is the median of the scheduler's decode lines while its queue is non-empty (window full,
-before the tail). Results are appended to --out (JSON): a setting already there is skipped, so runs resume.
+submit to last completion, without the engine start. `grid` is `shardgen tune` on these prompts, starting from
+the original slow run's settings (extra_buffer, mamba_full_memory_ratio 8): a fresh engine per setting, (b) once,
+ranked by steady decode tok/s (the median of the scheduler's decode lines while its queue is non-empty: window
+full, before the tail); it measures --count settings per call and resumes from --workdir. Results go to --out.
 """
 
 import argparse
@@ -30,15 +31,11 @@ from shardgen.parts import PartWriter
 
 PROMPTS = Path(__file__).parent / "data" / "prompts.jsonl"
 BASE = {"load_format": "dummy", "attention_backend": "fa3"}
-SETTINGS = {  # name -> engine config (our keys; `args` passes straight to SGLang)
-    "extra_buffer": {"mamba_strategy": "extra_buffer", "args": {"mamba_full_memory_ratio": 8.0}},
+SETTINGS = {  # compare: name -> engine config (our keys; `args` passes straight to SGLang)
     "no_buffer": {"mamba_strategy": "no_buffer"},
-    "no_buffer_ratio8_graphs512": {"mamba_strategy": "no_buffer",
-                                   "args": {"mamba_full_memory_ratio": 8.0, "cuda_graph_max_bs": 512}},
     "no_radix_512": {"mamba_strategy": "no_radix", "max_running_requests": 512},
-    "no_radix_1024_bf16": {"mamba_strategy": "no_radix", "max_running_requests": 1024, "mem_fraction_static": 0.90,
-                           "args": {"mamba_ssm_dtype": "bfloat16"}},
 }
+START = {"mamba_strategy": "extra_buffer", "args": {"mamba_full_memory_ratio": 8.0}}  # the original slow run
 
 
 def make_engine(model: Path, setting: str, mem: float, workdir: Path) -> SGLangEngine:
@@ -130,27 +127,24 @@ def compare(args, workdir: Path) -> dict:
         engine.close()
 
 
-def grid(args, workdir: Path, done: set[str]):
-    """Yield one result per setting not measured yet, each with a fresh engine."""
-    prompts = load_prompts(args.model, args.n, args.max_new)
-    for setting in args.settings.split(","):
-        if setting in done:
-            print(f"{setting}: already measured, skipped", flush=True)
-            continue
-        sub = workdir / setting
-        t0 = time.perf_counter()
-        engine = make_engine(args.model, setting, SETTINGS[setting].get("mem_fraction_static", args.mem), sub)
-        start_s = round(time.perf_counter() - t0, 1)
-        try:
-            warm_up(engine, prompts)
-            run = timed(run_shardgen, engine, sub, prompts, sub / "parts", 1)
-        finally:
-            engine.close()
-        result = {"setting": setting, "engine_start_s": start_s, **run,
-                  "max_running_requests": engine.max_running_requests, "startup": engine.startup,
-                  "server_args": engine.args}
-        print(json.dumps(result, default=str), flush=True)
-        yield result
+def grid(args, workdir: Path) -> dict:
+    """`shardgen tune` on the benchmark prompts, from START (the original slow run's settings): the hybrid
+    settings side by side, each with a fresh engine, `--count` of them per call (it resumes)."""
+    from shardgen.layout import Layout
+    from shardgen.prompts import build_prompts
+    from shardgen.tune import tune
+
+    engine = {"backend": "sglang", "mem_fraction_static": args.mem, **START}
+    engine["args"] = {**BASE, **engine["args"]}
+    config = Config.from_dict({"model": {"path": str(args.model)}, "engine": engine, "gpus": 1, "seed": 0,
+                               "results_dir": str(workdir), "sources": [{"name": "bench", "path": str(PROMPTS),
+                                                                          "format": "prompt"}]})
+    layout = Layout(config.results)
+    if not layout.prompts.exists():
+        build_prompts(config, layout.prompts_dir)
+    options = {"sample": args.n, "seed": 0, "max_new_tokens": args.max_new, "ignore_eos": True,
+               "caps": [512, 1024], "bf16_state": True}
+    return tune(config, workdir / "tune", options, args.settings.split(",") if args.settings else None, args.count)
 
 
 def main() -> None:
@@ -161,7 +155,8 @@ def main() -> None:
     ap.add_argument("--max-new", type=int, default=256)
     ap.add_argument("--mem", type=float, default=0.85)
     ap.add_argument("--setting", default="no_buffer", choices=sorted(SETTINGS))
-    ap.add_argument("--settings", default=",".join(SETTINGS))
+    ap.add_argument("--settings", default=None, help="grid: measure only these tune settings, in this order")
+    ap.add_argument("--count", type=int, default=2, help="grid: settings measured in this call (0 = all)")
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--workdir", type=Path, default=None)
     ap.add_argument("--out", type=Path, required=True)
@@ -175,10 +170,11 @@ def main() -> None:
         args.out.write_text(json.dumps(saved, indent=1, default=str) + "\n")
         print("shardgen_over_engine_output_tps", saved["compare"]["shardgen_over_engine_output_tps"])
         return
-    rows = saved.setdefault("grid", [])
-    for result in grid(args, workdir, {r["setting"] for r in rows}):
-        rows.append({**meta, **result})
-        args.out.write_text(json.dumps(saved, indent=1, default=str) + "\n")  # after each setting: resumable
+    summary = grid(args, workdir)
+    details = [json.loads(p.read_text()) for p in sorted((workdir / "tune").glob("*/result.json"))]
+    saved["grid"] = {**meta, **summary, "settings_measured": details}
+    args.out.write_text(json.dumps(saved, indent=1, default=str) + "\n")
+    print(json.dumps(summary["ranking"], indent=1))
 
 
 if __name__ == "__main__":
