@@ -24,9 +24,18 @@ def codes(path) -> list[str]:
     ("nh8b-no_buffer-default.log", ["mamba_pool_bound"]),
     ("nh8b-extra_buffer-ratio8.log", ["mamba_pool_bound"]),
     ("tiny-no_buffer-fa3.log", ["cuda_graph_uncovered"]),
+    ("tune-nh8b-extra_buffer-ratio8.log", ["mamba_pool_bound"]),
+    ("tune-nh8b-no_radix-1024-fp32.log", ["kv_bound"]),
+    ("tune-nh8b-no_radix-1024-bf16.log", []),  # at a cap the user chose, the pool sized to it, KV at 0.18
 ])
 def test_real_logs(name, expected):
     assert codes(LOGS / name) == expected
+
+
+def test_kv_bound_below_the_cap_names_the_fp32_mamba_pool():
+    finding = diagnose(read_log(LOGS / "tune-nh8b-no_radix-1024-fp32.log"))[0]
+    assert "running held at 954, below the cap of 1024" in finding.message and "0.95" in finding.message
+    assert any("97.5 GB" in a and "bfloat16" in a for a in finding.advice)
 
 
 def test_mamba_finding_names_the_pool_and_the_fix():

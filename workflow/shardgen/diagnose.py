@@ -83,8 +83,11 @@ def diagnose(run: Run) -> list[Finding]:
     if cap and steady:
         at_cap = [i for i in steady if run.rows[i]["running"] >= cap - 1]
         below = [i for i in steady if run.rows[i]["queue"] == 0 and run.rows[i]["running"] < cap - 1]
+        held = [i for i in steady if run.rows[i]["queue"] > 0 and run.rows[i]["running"] < cap - 1]
         if len(at_cap) >= len(steady) / 2:
             findings += _cap_findings(run, cap, at_cap)
+        elif len(held) >= len(steady) / 2:
+            findings += _admission_findings(run, cap, held)
         if len(below) >= max(1, len(steady) / 5):
             findings.append(Finding(
                 "feeder_bound", f"the queue was empty while {len(below)} of {len(steady)} decode batches ran below "
@@ -110,7 +113,8 @@ def _cap_findings(run: Run, cap: int, at_cap: list[int]) -> list[Finding]:
     kv = max(run.rows[i]["full_token_usage"] for i in at_cap)
     slots = SLOTS_PER_REQUEST.get(run.strategy)
     pool = run.facts.get("max_mamba_cache_size")
-    if pool and slots and abs(pool / slots - cap) <= 0.1 * cap and kv < 0.5:
+    sized_to_cap = run.strategy == "no_radix" and pool == cap  # max_running_requests chose the pool, not memory
+    if pool and slots and not sized_to_cap and abs(pool / slots - cap) <= 0.1 * cap and kv < 0.5:
         no_radix_cap = pool  # one slot per request with the prefix cache off
         return [Finding(
             "mamba_pool_bound", f"running stayed at the cap of {cap}, set by the mamba state pool ({pool} slots / "
@@ -125,6 +129,21 @@ def _cap_findings(run: Run, cap: int, at_cap: list[int]) -> list[Finding]:
                         ["raise mem_fraction_static, or lower max_new_tokens / context_length",
                          "a smaller mamba share (mamba_full_memory_ratio) leaves more KV"], _evidence(run, at_cap))]
     return []
+
+
+def _admission_findings(run: Run, cap: int, held: list[int]) -> list[Finding]:
+    """Requests waited while running stayed below the cap: the scheduler admitted no more for lack of KV room."""
+    kv = max(run.rows[i]["full_token_usage"] for i in held)
+    running = max(run.rows[i]["running"] for i in held)
+    if kv < 0.85:
+        return []
+    advice = [f"max_running_requests: {running} (what the KV pool holds at these lengths), or raise "
+              "mem_fraction_static"]
+    if pool_gb := run.facts.get("mamba_pool_gb"):
+        advice.append(f"the mamba pool takes {pool_gb} GB: mamba_ssm_dtype: bfloat16 halves it and leaves the rest "
+                      "to KV")
+    return [Finding("kv_bound", f"running held at {running}, below the cap of {cap}, with requests waiting and KV "
+                    f"usage up to {kv:.2f}: the KV pool limits admission", advice, _evidence(run, held))]
 
 
 def _saturation(run: Run, steady: list[int]) -> list[Finding]:
