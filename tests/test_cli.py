@@ -1,8 +1,16 @@
 """The user-facing commands on a small generated results tree: status, query, reset."""
 
+from datetime import datetime, timedelta, timezone
+
+import pyarrow as pa
 import pyarrow.parquet as pq
 
+from shardgen import telemetry
+from shardgen.attempts import start_attempt
 from shardgen.cli import main
+from shardgen.layout import Layout
+from shardgen.parts import PartWriter
+from shardgen.status import status
 
 from test_generate import part_rows, stage
 
@@ -15,7 +23,8 @@ def test_status_query_and_reset(make_config, write_jsonl, capsys):
 
     assert main(["--results", results, "status"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].split() == ["shard", "prompts", "committed", "done", "rate_per_s", "eta_s"]
+    assert lines[0].split() == ["shard", "prompts", "committed", "done", "rate_per_s", "eta_s", "out_tok_per_s",
+                                "running"]
     assert [line.split()[:4] for line in lines[2:]] == [["0", "3", "3", "True"], ["1", "3", "3", "True"]]
 
     (layout.shard_dir(0) / "parts-index.jsonl").unlink()  # as if killed between a part's rename and its index line
@@ -37,3 +46,33 @@ def test_status_query_and_reset(make_config, write_jsonl, capsys):
     stage(config, 2)
     assert len(part_rows(layout)) == before
     assert sum(pq.read_metadata(p).num_rows for p in moved) == 3
+
+
+def test_status_shows_live_tokens_per_second_from_the_newest_telemetry(tmp_path, capsys):
+    layout = Layout(tmp_path / "results")
+    layout.split_dir.mkdir(parents=True)
+    pq.write_table(pa.table({"prompt_id": [f"p{i}" for i in range(40)]}), layout.split(0))
+    shard_dir = layout.shard_dir(0)
+    start_attempt(shard_dir, {"mem_fraction_static": 0.9, "max_running_requests": None})
+    now = datetime.now(timezone.utc)
+    rows = [{"prompt_id": f"p{i}", "gen_key": f"k{i}", "shard": 0, "attempt": 1, "completion": "x",
+             "output_ids": [1] * 50, "finish_reason": "length", "prompt_tokens": 5, "completion_tokens": 50,
+             "cached_tokens": 0, "latency_s": 1.0, "submitted_at": now, "finished_at": now, "gpu": "0", "error": None}
+            for i in range(10)]
+    PartWriter(shard_dir).commit(rows)
+    assert status(layout)[0]["out_tok_per_s"] > 0  # no telemetry (the CPU engine): the attempt's average
+
+    def decode(seconds_ago, running, tps):
+        row = dict.fromkeys(telemetry.SCHEMA.names)
+        return {**row, "ts": now - timedelta(seconds=seconds_ago), "kind": "decode", "running": running, "queue": 3,
+                "gen_throughput": tps}
+    table = lambda rs: pa.Table.from_pylist(rs, schema=telemetry.SCHEMA)  # noqa: E731
+    pq.write_table(table([decode(30, 100, 1000.0)]), shard_dir / "telemetry-00000.parquet")
+    pq.write_table(table([decode(8, 250, 5000.0), decode(2, 256, 6000.0)]), shard_dir / "telemetry-00001.parquet")
+    assert main(["--results", str(layout.root), "status"]) == 0
+    header, _, line = capsys.readouterr().out.splitlines()
+    shown = dict(zip(header.split(), line.split()))
+    assert (shown["committed"], shown["out_tok_per_s"], shown["running"]) == ("10", "5500", "256")
+
+    pq.write_table(table([decode(600, 256, 6000.0)]), shard_dir / "telemetry-00002.parquet")  # a stalled engine
+    assert status(layout)[0]["running"] is None

@@ -94,5 +94,6 @@ class PartWriter:
         self.next_index += 1
         # A cache for `shardgen status` (one small file instead of every footer); the parts stay the truth.
         with open(self.shard_dir / INDEX_NAME, "a") as f:
-            f.write(json.dumps({"part": path.name, "rows": len(rows), "attempt": rows[0]["attempt"]}) + "\n")
+            f.write(json.dumps({"part": path.name, "rows": len(rows), "attempt": rows[0]["attempt"],
+                                "tokens": sum(r["completion_tokens"] for r in rows)}) + "\n")
         return path

@@ -1,4 +1,6 @@
-"""`shardgen status`: progress of every shard from split metadata and the parts index, rate and ETA."""
+"""`shardgen status`: progress of every shard from split metadata and the parts index, rate and ETA, and the
+current output tokens/s and running requests from the newest telemetry part (SGLang; without telemetry, the
+attempt's average tokens/s from its parts)."""
 
 import json
 from contextlib import suppress
@@ -12,38 +14,55 @@ from shardgen.attempts import read_attempts
 from shardgen.parts import INDEX_NAME, part_files
 
 
-def _part_counts(shard_dir: Path) -> list[tuple[int, int]]:
-    """(rows, attempt) of every committed part: from the parts index, and from the footer of any part the index
-    does not list (a commit killed between its rename and the index line)."""
+LIVE_SECONDS = 120  # telemetry older than this says nothing about now (parts are written every 10 s while running)
+
+
+def _part_counts(shard_dir: Path) -> list[tuple[int, int, int]]:
+    """(rows, attempt, completion tokens) of every committed part: from the parts index, and from the part itself
+    for any the index does not list (a commit killed between its rename and the index line)."""
     index_path = shard_dir / INDEX_NAME
     index = {}
     if index_path.exists():
         for line in index_path.read_text().splitlines():
             with suppress(ValueError):
                 entry = json.loads(line)
-                index[entry["part"]] = (entry["rows"], entry["attempt"])
+                index[entry["part"]] = (entry["rows"], entry["attempt"], entry.get("tokens", 0))
     counts = []
     for path in part_files(shard_dir):
         if path.name not in index:
-            meta = pq.read_metadata(path)
-            stats = meta.row_group(0).column(meta.schema.names.index("attempt")).statistics if meta.num_rows else None
-            index[path.name] = (meta.num_rows, stats.min if stats is not None and stats.has_min_max else 0)
+            table = pq.read_table(path, columns=["attempt", "completion_tokens"])
+            attempt = table["attempt"][0].as_py() if table.num_rows else 0
+            index[path.name] = (table.num_rows, attempt, sum(table["completion_tokens"].to_pylist()))
         counts.append(index[path.name])
     return counts
 
 
-def _committed_rows(shard_dir: Path) -> tuple[int, dict]:
-    by_attempt: dict[int, int] = {}
-    for rows, attempt in _part_counts(shard_dir):
-        by_attempt[attempt] = by_attempt.get(attempt, 0) + rows
-    return sum(by_attempt.values()), by_attempt
+def _committed(shard_dir: Path) -> tuple[int, dict, dict]:
+    rows_by: dict[int, int] = {}
+    tokens_by: dict[int, int] = {}
+    for rows, attempt, tokens in _part_counts(shard_dir):
+        rows_by[attempt] = rows_by.get(attempt, 0) + rows
+        tokens_by[attempt] = tokens_by.get(attempt, 0) + tokens
+    return sum(rows_by.values()), rows_by, tokens_by
+
+
+def _live(shard_dir: Path, now: datetime) -> dict:
+    """Mean decode tok/s and the last running count in the newest telemetry part, if it is recent."""
+    newest = max(shard_dir.glob("telemetry-*.parquet"), default=None)
+    if newest is None:
+        return {}
+    rows = [r for r in pq.read_table(newest, columns=["ts", "kind", "running", "gen_throughput"]).to_pylist()
+            if r["kind"] == "decode"]
+    if not rows or (now - rows[-1]["ts"]).total_seconds() > LIVE_SECONDS:
+        return {}
+    return {"out_tok_per_s": round(sum(r["gen_throughput"] for r in rows) / len(rows)), "running": rows[-1]["running"]}
 
 
 def shard_status(layout: Layout, shard: int, now: datetime) -> dict:
     prompts = pq.read_metadata(layout.split(shard)).num_rows
-    committed, by_attempt = _committed_rows(layout.shard_dir(shard))
+    committed, by_attempt, tokens = _committed(layout.shard_dir(shard))
     row = {"shard": shard, "prompts": prompts, "committed": committed, "done": layout.done(shard).exists(),
-           "rate_per_s": None, "eta_s": None}
+           "rate_per_s": None, "eta_s": None, "out_tok_per_s": None, "running": None}
     if row["done"]:
         row["committed"] = json.loads(layout.done(shard).read_text())["generated"]
     elif attempts := read_attempts(layout.shard_dir(shard)):
@@ -53,6 +72,8 @@ def shard_status(layout: Layout, shard: int, now: datetime) -> dict:
         if elapsed > 0 and rows_now:
             row["rate_per_s"] = round(rows_now / elapsed, 3)
             row["eta_s"] = round(max(0, prompts - committed) / row["rate_per_s"])
+            row["out_tok_per_s"] = round(tokens.get(last["attempt"], 0) / elapsed)
+        row.update(_live(layout.shard_dir(shard), now))
     return row
 
 
