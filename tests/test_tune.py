@@ -70,6 +70,7 @@ def test_tune_measures_one_setting_per_call_then_ranks_and_writes_the_best(tune_
     first = tune()
     assert first.returncode == 0, first.stderr[-3000:]
     assert "1 of 7 settings measured; run the same command again" in first.stdout
+    assert "best so far: current (x1.0 steady decode, x1.0 whole run over the current settings)" in first.stdout
     assert json.loads((tune_dir / "current" / "result.json").read_text())["status"] == "ok"
 
     rest = tune("--count", "0")

@@ -126,7 +126,10 @@ def cmd_tune(args):
         print(f"{summary['measured']} of {summary['settings']} settings measured; run the same command again for "
               f"the next ({', '.join(summary['pending'])})")
     if summary["best"]:
-        print(f"best so far: {summary['best']}  {summary.get('best_over_current') or ''}; fragment: {out / 'best.yaml'}")
+        gains = summary.get("best_over_current") or {}
+        versus = (f" (x{gains['steady_decode_tps']} steady decode, x{gains['output_tps']} whole run over the current "
+                  "settings)" if gains else "")
+        print(f"best so far: {summary['best']}{versus}; fragment: {out / 'best.yaml'}")
 
 
 def cmd_status(args):

@@ -32,9 +32,9 @@ def load_sample(tune_dir: Path, plan: dict) -> list[dict]:
     return rows
 
 
-def _drive(engine, prompts: list[dict], parts_dir: Path, window: int, gpu: str, config: Config) -> None:
+def _drive(engine, prompts: list[dict], parts_dir: Path, window: int, gpu: str, config: Config, desc: str) -> None:
     sink = PartSink(PartWriter(parts_dir), **config["checkpoint"])
-    with tqdm(total=len(prompts), desc=parts_dir.parent.name, unit="req", file=sys.stderr, mininterval=5) as bar:
+    with tqdm(total=len(prompts), desc=desc, unit="req", file=sys.stderr, mininterval=5) as bar:
         engine.run(drive(engine, prompts, window=window, sink=sink, shard=0, attempt=1, gpu=gpu, progress=bar))
 
 
@@ -63,9 +63,9 @@ def measure(tune_dir: Path, name: str) -> dict:
         warm = [{**p, "gen_key": "warm-" + p["gen_key"], "max_new_tokens": WARM_UP["max_new_tokens"]}
                 for p in prompts[:WARM_UP["prompts"]]]
         with tempfile.TemporaryDirectory() as tmp:
-            _drive(engine, warm, Path(tmp) / "warm-up", window, gpu, config)
+            _drive(engine, warm, Path(tmp) / "warm-up", window, gpu, config, f"{name} warm-up")
         since = datetime.now(timezone.utc)
-        _drive(engine, prompts, workdir / "parts", window, gpu, config)
+        _drive(engine, prompts, workdir / "parts", window, gpu, config, name)
         engine.telemetry.flush()
         described = engine.describe()
     finally:
