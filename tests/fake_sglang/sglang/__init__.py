@@ -7,6 +7,7 @@ import asyncio
 import os
 import subprocess
 import sys
+import time
 
 from sglang.srt.server_args import ServerArgs, VERSION
 
@@ -49,6 +50,8 @@ class Engine:
         self.abort_every = int(os.environ.get("FAKE_SGLANG_ABORT_EVERY", "0"))
         if os.environ.get("FAKE_SGLANG_START_OOM_ABOVE") and self.cap > int(os.environ["FAKE_SGLANG_START_OOM_ABOVE"]):
             sys.stderr.write("torch.OutOfMemoryError: CUDA out of memory while allocating the mamba pool\n")
+            sys.stderr.flush()
+            time.sleep(0.3)  # SGLang's tree kill follows the scheduler's traceback
             from sglang.srt.utils import kill_process_tree
             kill_process_tree(os.getpid(), include_parent=True)
         throughput = "0.00" if self.stall_after else "1234.50"
