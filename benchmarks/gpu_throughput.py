@@ -20,7 +20,6 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-import duckdb
 from tqdm import tqdm
 
 from shardgen.config import Config
@@ -28,6 +27,7 @@ from shardgen.driver import PartSink, drive
 from shardgen.engines.sglang_engine import SGLangEngine
 from shardgen.model import ModelInfo
 from shardgen.parts import PartWriter
+from shardgen.tune_run import metrics
 
 PROMPTS = Path(__file__).parent / "data" / "prompts.jsonl"
 BASE = {"load_format": "dummy", "attention_backend": "fa3"}
@@ -35,6 +35,7 @@ SETTINGS = {  # compare: name -> engine config (our keys; `args` passes straight
     "no_buffer": {"mamba_strategy": "no_buffer"},
     "no_radix_512": {"mamba_strategy": "no_radix", "max_running_requests": 512},
 }
+TELEMETRY_KEYS = ("steady_decode_tps", "running_max", "mamba_usage_max", "kv_usage_max", "eager_decode_lines")
 START = {"mamba_strategy": "extra_buffer", "args": {"mamba_full_memory_ratio": 8.0}}  # the original slow run
 
 
@@ -64,35 +65,24 @@ def run_engine_list(engine: SGLangEngine, prompts: list[dict]) -> dict:
             "output_tps": round(tokens / wall, 1)}
 
 
-def run_shardgen(engine: SGLangEngine, prompts: list[dict], parts_dir: Path, attempt: int) -> dict:
-    sink = PartSink(PartWriter(parts_dir), every_records=512, every_seconds=60)
+def run_shardgen(engine: SGLangEngine, prompts: list[dict], workdir: Path, attempt: int) -> dict:
+    sink = PartSink(PartWriter(workdir / "parts"), every_records=512, every_seconds=60)
     window = int(2.0 * engine.max_running_requests)
+    start = datetime.now(timezone.utc)
     with tqdm(total=len(prompts), disable=True) as bar:
         engine.run(drive(engine, prompts, window=window, sink=sink, shard=0, attempt=attempt, gpu="0", progress=bar))
-    first, last, tokens = duckdb.sql(
-        f"SELECT min(submitted_at), max(finished_at), sum(completion_tokens) FROM '{parts_dir}/part-*.parquet' "
-        f"WHERE attempt = {attempt}").fetchall()[0]
-    wall = (last - first).total_seconds()
-    return {"arm": "shardgen_generate", "wall_s": round(wall, 3), "completion_tokens": int(tokens),
-            "output_tps": round(tokens / wall, 1), "window": window}
-
-
-def telemetry_between(engine: SGLangEngine, workdir: Path, start: datetime, end: datetime) -> dict:
-    engine.telemetry.flush()
-    if not list(workdir.glob("telemetry-*.parquet")):
-        return {}
-    row = duckdb.sql(f"""
-        SELECT median(gen_throughput) FILTER (kind = 'decode' AND queue > 0), max(running) FILTER (kind = 'decode'),
-               max(mamba_usage), max(full_token_usage), bool_or(NOT cuda_graph) FILTER (kind = 'decode')
-        FROM '{workdir}/telemetry-*.parquet' WHERE ts BETWEEN ? AND ?""", params=[start, end]).fetchall()[0]
-    keys = ("steady_decode_tps", "running_max", "mamba_usage_max", "kv_usage_max", "eager_decode_seen")
-    return dict(zip(keys, row))
+    run = metrics(workdir, start)
+    return {"arm": "shardgen_generate", "window": window, **{k: run[k] for k in ("wall_s", "completion_tokens",
+                                                                                 "output_tps")}}
 
 
 def timed(fn, engine, workdir, *args) -> dict:
+    """One arm, with what the scheduler's telemetry saw while it ran (the same query `shardgen tune` ranks by)."""
     start = datetime.now(timezone.utc)
     result = fn(engine, *args)
-    return {**result, **telemetry_between(engine, workdir, start, datetime.now(timezone.utc))}
+    engine.telemetry.flush()
+    seen = metrics(workdir, start, datetime.now(timezone.utc))
+    return {**result, **{k: seen[k] for k in TELEMETRY_KEYS}}
 
 
 def warm_up(engine: SGLangEngine, prompts: list[dict]) -> None:
@@ -117,7 +107,7 @@ def compare(args, workdir: Path) -> dict:
         runs = []
         for repeat in range(args.repeats):
             runs.append(timed(run_engine_list, engine, workdir, prompts))
-            runs.append(timed(run_shardgen, engine, workdir, prompts, workdir / "parts", repeat + 1))
+            runs.append(timed(run_shardgen, engine, workdir, prompts, workdir, repeat + 1))
             print(json.dumps(runs[-2:]), flush=True)
         a, b = summarize(runs, "engine_generate_list"), summarize(runs, "shardgen_generate")
         return {"setting": args.setting, "engine": engine.describe(), "engine_start_s": start_s, "runs": runs,

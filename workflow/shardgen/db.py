@@ -16,7 +16,7 @@ def quote(path) -> str:
     return "'" + str(path).replace("'", "''") + "'"
 
 
-def _parquet_view(con, name: str, path_or_glob: str, schema: pa.Schema, **options) -> None:
+def parquet_view(con, name: str, path_or_glob: str, schema: pa.Schema, **options) -> None:
     if glob.glob(path_or_glob):
         opts = "".join(f", {k}={v}" for k, v in options.items())
         con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM read_parquet({quote(path_or_glob)}{opts})")
@@ -36,12 +36,12 @@ def connect(layout: Layout, memory_limit: str | None = None) -> duckdb.DuckDBPyC
     if memory_limit:
         con.execute(f"SET memory_limit = {quote(memory_limit)}")
     pdir = layout.prompts_dir
-    _parquet_view(con, "prompts", str(pdir / "prompts.parquet"), tables.PROMPTS)
-    _parquet_view(con, "rejected", str(pdir / "rejected.parquet"), tables.REJECTED)
-    _parquet_view(con, "duplicates", str(pdir / "duplicates.parquet"), tables.DUPLICATES)
-    _parquet_view(con, "sources", str(pdir / "sources.parquet"), tables.SOURCES)
-    _parquet_view(con, "parts", layout.parts_glob, tables.PART, filename="true", file_row_number="true")
-    _parquet_view(con, "dataset", str(layout.dataset_dir / "*.parquet"), tables.DATASET)
+    parquet_view(con, "prompts", str(pdir / "prompts.parquet"), tables.PROMPTS)
+    parquet_view(con, "rejected", str(pdir / "rejected.parquet"), tables.REJECTED)
+    parquet_view(con, "duplicates", str(pdir / "duplicates.parquet"), tables.DUPLICATES)
+    parquet_view(con, "sources", str(pdir / "sources.parquet"), tables.SOURCES)
+    parquet_view(con, "parts", layout.parts_glob, tables.PART, filename="true", file_row_number="true")
+    parquet_view(con, "dataset", str(layout.dataset_dir / "*.parquet"), tables.DATASET)
     _telemetry_view(con, layout)
     return con
 
@@ -56,6 +56,12 @@ def _telemetry_view(con, layout: Layout) -> None:
     else:
         con.register("_telemetry_empty", telemetry.SCHEMA.empty_table().append_column("shard", pa.array([], pa.int32())))
         con.execute("CREATE OR REPLACE VIEW telemetry AS SELECT * FROM _telemetry_empty")
+
+
+def markdown_table(rows: list[dict]) -> list[str]:
+    """Query rows as a markdown table (blank for NULL)."""
+    head = ["| " + " | ".join(rows[0]) + " |", "|" + "---|" * len(rows[0])]
+    return head + ["| " + " | ".join("" if v is None else str(v) for v in r.values()) + " |" for r in rows]
 
 
 def sql(name: str) -> str:

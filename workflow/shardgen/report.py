@@ -87,8 +87,7 @@ def markdown(record: dict, tails: list[dict] | None = None, figures: list[Path] 
     for title in ("per_source", "per_shard"):
         rows = record[title]
         if rows:
-            lines += ["", f"## {title}", "", "| " + " | ".join(rows[0]) + " |", "|" + "---|" * len(rows[0])]
-            lines += ["| " + " | ".join(str(v) for v in r.values()) + " |" for r in rows]
+            lines += ["", f"## {title}", "", *db.markdown_table(rows)]
     if note := tail_note(tails or []):
         lines += ["", note]
     lines += [""] + [f"![{p.stem}]({p.parent.name}/{p.name})" for p in figures]

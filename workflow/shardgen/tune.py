@@ -4,7 +4,6 @@ by steady decode tok/s; the best is written as a config fragment to pass after t
 
 import json
 import logging
-import os
 import shutil
 import subprocess
 import sys
@@ -92,7 +91,7 @@ def run_setting(tune_dir: Path, name: str) -> dict:
     log.info("tune: measuring %s (log: %s)", name, workdir / "engine.log")
     with open(workdir / "engine.log", "w") as out:
         proc = subprocess.run([sys.executable, "-m", "shardgen.tune_run", str(tune_dir), name],
-                              stdout=out, stderr=subprocess.STDOUT, env=os.environ.copy())
+                              stdout=out, stderr=subprocess.STDOUT)
     result_path = workdir / "result.json"
     if proc.returncode == 0 and result_path.exists():
         return json.loads(result_path.read_text())

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import yaml
 
+from shardgen import db
 from shardgen.atomic import write_text
 from shardgen.engines.sglang_args import GRAPH_LIMIT_FIELDS, STRATEGY_FIELDS
 
@@ -71,16 +72,11 @@ def fragment(plan: dict, best: dict, summary: dict) -> str:
     return "\n".join(lines) + "\n" + yaml.safe_dump(body, sort_keys=False)
 
 
-def table(rows: list[dict]) -> str:
-    head = "| " + " | ".join(COLUMNS) + " |\n|" + "---|" * len(COLUMNS) + "\n"
-    return head + "".join("| " + " | ".join("" if r[c] is None else str(r[c]) for c in COLUMNS) + " |\n" for r in rows)
-
-
 def write(tune_dir: Path, plan: dict) -> dict:
     """tune.json, ranking.md and, once a setting has run, best.yaml."""
     summary = summarize(tune_dir, plan)
     write_text(json.dumps(summary, indent=1), tune_dir / "tune.json")
-    write_text(table(summary["ranking"]), tune_dir / "ranking.md")
+    write_text("\n".join(db.markdown_table(summary["ranking"])) + "\n", tune_dir / "ranking.md")
     if summary["best"]:
         best = json.loads((tune_dir / summary["best"] / "result.json").read_text())
         write_text(fragment(plan, best, summary), tune_dir / "best.yaml")

@@ -14,7 +14,7 @@ import duckdb
 import pyarrow.parquet as pq
 from tqdm import tqdm
 
-from shardgen import db, gpu_lease
+from shardgen import db, gpu_lease, tables, telemetry
 from shardgen.atomic import write_text
 from shardgen.config import Config
 from shardgen.driver import PartSink, drive
@@ -38,12 +38,12 @@ def _drive(engine, prompts: list[dict], parts_dir: Path, window: int, gpu: str, 
         engine.run(drive(engine, prompts, window=window, sink=sink, shard=0, attempt=1, gpu=gpu, progress=bar))
 
 
-def metrics(workdir: Path, since: datetime) -> dict:
-    """The run's figures from its parts and its telemetry after `since` (the warm-up is before it)."""
+def metrics(workdir: Path, since: datetime, until: datetime | None = None) -> dict:
+    """A run's figures from the parts submitted and the telemetry seen in [since, until] (the warm-up is before)."""
     con = duckdb.connect()
-    con.execute(f"CREATE VIEW parts AS SELECT * FROM read_parquet({db.quote(workdir / 'parts' / 'part-*.parquet')})")
-    con.execute(f"CREATE VIEW telemetry AS SELECT * FROM read_parquet({db.quote(workdir / 'telemetry-*.parquet')})")
-    return db.query(con, "tune_setting", since=since)[0]
+    db.parquet_view(con, "parts", str(workdir / "parts" / "part-*.parquet"), tables.PART)
+    db.parquet_view(con, "telemetry", str(workdir / "telemetry-*.parquet"), telemetry.SCHEMA)
+    return db.query(con, "tune_setting", since=since, until=until or datetime.now(timezone.utc))[0]
 
 
 def measure(tune_dir: Path, name: str) -> dict:
