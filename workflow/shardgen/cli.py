@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from shardgen import ShardgenError
-from shardgen.config import CONFIG_ENV, Config, ConfigError
+from shardgen.config import CONFIG_ENV, Config, ConfigError, results_dir_of
 from shardgen.layout import Layout
 
 
@@ -18,6 +18,15 @@ def _config(args) -> Config:
     if not path:
         raise ConfigError(f"shardgen {args.command} needs --config or SHARDGEN_CONFIG (the workflow sets it)")
     return Config.from_file(path)
+
+
+def _results_dir(args) -> Path:
+    """--results, else the `results_dir` of --config (or $SHARDGEN_CONFIG), else ./results: the read-only commands
+    must look where the user's config writes."""
+    if args.results:
+        return Path(args.results)
+    path = args.config or os.environ.get(CONFIG_ENV)
+    return results_dir_of(Path(path)) if path else Path("results")
 
 
 def cmd_demo_model(args):
@@ -95,7 +104,14 @@ def _table(rows: list[dict]) -> str:
 def cmd_query(args):
     from shardgen import db
 
-    con = db.connect(Layout(Path(args.results)))
+    if args.list or not args.name:
+        width = max(map(len, db.user_queries()))
+        print("\n".join(f"{name.ljust(width)}  {purpose}" for name, purpose in db.user_queries().items()))
+        return
+    if db.is_internal(args.name):
+        raise ShardgenError(f"{args.name!r} is one of the workflow steps' own queries (it needs their parameters), not "
+                            f"a user query; `shardgen query --list` shows those")
+    con = db.connect(Layout(_results_dir(args)))
     db.define_views(con, "winners", "accounting", "per_shard", "throughput")
     print(_table(db.query(con, args.name)))
 
@@ -103,7 +119,7 @@ def cmd_query(args):
 def cmd_diagnose(args):
     from shardgen.diagnose import render, report
 
-    layout = Layout(Path(args.results))
+    layout = Layout(_results_dir(args))
     paths = [Path(p) for p in args.paths] or sorted({p.parent for p in layout.generate_dir.glob("shard-*/telemetry-*")})
     if not paths:
         raise ConfigError(f"nothing to diagnose: give SGLang log files or shard folders (none with telemetry in "
@@ -135,7 +151,7 @@ def cmd_tune(args):
 def cmd_status(args):
     from shardgen.status import status
 
-    layout = Layout(Path(args.results))
+    layout = Layout(_results_dir(args))
     while True:
         print(_table(status(layout)), flush=True)
         if not args.watch:
@@ -147,7 +163,7 @@ def cmd_status(args):
 def cmd_reset(args):
     from shardgen.reset import reset_shard
 
-    layout = Layout(Path(args.results))
+    layout = Layout(_results_dir(args))
     moved = reset_shard(layout, args.shard)
     print(f"shard {args.shard}: parts moved to {moved}" if moved else f"shard {args.shard}: no parts to move")
     print(f"now run: snakemake -R {layout.done(args.shard)}")
@@ -162,8 +178,8 @@ def _int_list(text: str) -> list[int]:
 
 def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="shardgen", description=__doc__)
-    ap.add_argument("--results", default="results", help="results directory (default: results)")
-    ap.add_argument("--config", help="resolved config for the workflow steps (default: $SHARDGEN_CONFIG)")
+    ap.add_argument("--results", help="results directory (default: the config's results_dir, else results)")
+    ap.add_argument("--config", help="config file (default: $SHARDGEN_CONFIG, which the workflow sets for its steps)")
     sub = ap.add_subparsers(dest="command", required=True)
 
     def add(name, func, help_text):
@@ -192,7 +208,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True)
     p.add_argument("--outputs", nargs="+", required=True)
     p.add_argument("--done", nargs="+", required=True)
-    add("query", cmd_query, "run a named query from workflow/sql/").add_argument("name")
+    p = add("query", cmd_query, "run a named DuckDB query over the results (--list: each with its purpose)")
+    p.add_argument("name", nargs="?", help="the query (see --list)")
+    p.add_argument("--list", action="store_true", help="list the queries with their purpose")
     p = add("diagnose", cmd_diagnose, "what limits throughput, from SGLang logs or shard telemetry")
     p.add_argument("paths", nargs="*", help="SGLang log files or generate/shard-NNN folders (default: every shard)")
     p.add_argument("--json", action="store_true")

@@ -74,6 +74,19 @@ def validate(raw: dict) -> dict:
     return raw
 
 
+def results_dir_of(path: Path) -> Path:
+    """The results folder a config file names (or the schema's default), without validating the rest: the
+    read-only commands need only this, also from an overlay that holds a few keys."""
+    loader = json.loads if path.suffix == ".json" else yaml.safe_load
+    try:
+        raw = loader(path.read_text()) or {}
+    except (OSError, ValueError, yaml.YAMLError) as err:
+        raise ConfigError(f"cannot read config file {path}: {err}") from None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"config file {path}: expected a mapping of keys at the top level")
+    return Path(raw.get("results_dir") or schema()["properties"]["results_dir"]["default"])
+
+
 @dataclass(frozen=True)
 class Config:
     raw: dict

@@ -10,6 +10,7 @@ from shardgen import WORKFLOW_DIR, ShardgenError, tables, telemetry
 from shardgen.layout import Layout
 
 SQL_DIR = WORKFLOW_DIR / "sql"
+INTERNAL_SQL_DIR = SQL_DIR / "internal"  # parameterized or view-building queries the steps run, not a user
 
 
 def quote(path) -> str:
@@ -65,22 +66,37 @@ def markdown_table(rows: list[dict]) -> list[str]:
 
 
 def sql(name: str) -> str:
-    path = SQL_DIR / f"{name}.sql"
-    if not path.is_file():
-        known = sorted(p.stem for p in SQL_DIR.glob("*.sql"))
-        raise ShardgenError(f"no query named {name!r}; known: {', '.join(known)}")
-    return path.read_text()
+    """The text of workflow/sql/NAME.sql, or of workflow/sql/internal/NAME.sql (the steps' own queries)."""
+    for folder in (SQL_DIR, INTERNAL_SQL_DIR):
+        if (path := folder / f"{name}.sql").is_file():
+            return path.read_text()
+    raise ShardgenError(f"no query named {name!r}; known: {', '.join(user_queries())}")
+
+
+def user_queries() -> dict[str, str]:
+    """The queries a user runs by name (`shardgen query NAME`), each with its purpose: the first sentence of its
+    leading comment."""
+    return {path.stem: _purpose(path.read_text()) for path in sorted(SQL_DIR.glob("*.sql"))}
+
+
+def is_internal(name: str) -> bool:
+    return (INTERNAL_SQL_DIR / f"{name}.sql").is_file()
+
+
+def _purpose(text: str) -> str:
+    comment = " ".join(line[2:].strip() for line in text.splitlines() if line.startswith("--"))
+    return comment.split(". ")[0].rstrip(".")
 
 
 def query(con, name: str, **params) -> list[dict]:
-    """Run workflow/sql/NAME.sql (named $parameters) and return its rows as dicts."""
+    """Run query NAME (named $parameters) and return its rows as dicts."""
     cursor = con.execute(sql(name), params or None)
     columns = [d[0] for d in cursor.description]
     return [dict(zip(columns, row)) for row in cursor.fetchall()]
 
 
 def define_views(con, *names: str) -> None:
-    """Make workflow/sql/NAME.sql available to later queries as a view of that name (winners is a script)."""
+    """Make query NAME available to later queries as a view of that name (winners is a script)."""
     for name in names:
         if name == "winners":
             con.execute(sql("winners"))
