@@ -7,12 +7,15 @@ from shardgen.config import Config
 from shardgen.figures import FIGURES
 from shardgen.layout import Layout
 from shardgen.snakemake_support import clear_stale_locks
+from shardgen.sources import check_readable
 
 
 validate(config, schema="../schemas/config.schema.yaml")
 CONFIG = Config.from_dict(config)
 LAYOUT = Layout(CONFIG.results)
 SHARDS = [f"{i:03d}" for i in range(CONFIG.n_shards)]
+# Checked at every parse, not only when prompts runs: a wrong source path is an error even when results exist.
+check_readable(CONFIG["sources"])
 # Every `shardgen` step reads the resolved config through the environment its job inherits (on Slurm, the
 # job's own parse of this file sets it again): engine, checkpoint and other knobs that must not rerun anything.
 CONFIG.export_for_jobs()
@@ -33,6 +36,20 @@ def source_files(wildcards):
 def output_settings(*keys):
     """Settings that change outputs, as a rerun trigger: a change reruns the rule and what follows."""
     return json.dumps({k: config[k] for k in keys}, sort_keys=True)
+
+
+# What every gen_key depends on. merge carries it too: after a failed prompts job (whose outputs Snakemake deletes)
+# the dataset and report still exist, and only a trigger on merge itself makes Snakemake rebuild the chain.
+GEN_SETTINGS = output_settings("model", "defaults", "sources")
+
+
+def shard_parts_dir(wildcards):
+    """The shard's parts folder as an input: deleting or quarantining a part touches it, so it is newer than the
+    done file and a plain run regenerates that shard's lost rows (it exists from the first parse on, so the
+    input list never changes)."""
+    path = LAYOUT.shard_dir(int(wildcards.shard))
+    path.mkdir(parents=True, exist_ok=True)
+    return str(path)
 
 
 def output_dir(wildcards, output):

@@ -1,11 +1,13 @@
 # Stage 3: one job per shard. Parts under generate/shard-NNN/ are deliberately not declared outputs
 # (Snakemake deletes a failed job's outputs); the done file, written last, is.
 # Always a cluster job: its GPUs come from the allocation (CUDA_VISIBLE_DEVICES), which the GPU lease respects.
+# It keeps the profile's retries (an engine death resumes from the parts); the other rules fail once.
 
 
 rule generate:
     input:
-        results("split", "shard-{shard}.parquet"),
+        shard=results("split", "shard-{shard}.parquet"),
+        parts=shard_parts_dir,
     output:
         results("generate", "shard-{shard}.done.json"),
     log:

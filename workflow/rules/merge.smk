@@ -15,6 +15,8 @@ rule merge:
     benchmark:
         results("benchmarks", "merge.tsv")
     params:
+        settings=GEN_SETTINGS,
+    retries: 0
     conda:
         BACKEND_ENV
     shell:
@@ -42,6 +44,7 @@ rule report:
         results("benchmarks", "report.tsv")
     params:
         out=output_dir,
+    retries: 0
     conda:
         BACKEND_ENV
     shell:

@@ -14,6 +14,7 @@ rule demo_model:
     params:
         out=output_dir,
         seed=config["seed"],
+    retries: 0
     conda:
         BACKEND_ENV
     shell:

@@ -17,7 +17,8 @@ rule prompts:
         results("benchmarks", "prompts.tsv")
     params:
         out=output_dir,
-        settings=output_settings("model", "defaults", "sources"),
+        settings=GEN_SETTINGS,
+    retries: 0  # a bad source or model fails the same way every time
     conda:
         BACKEND_ENV
     shell:
@@ -37,6 +38,7 @@ rule split:
     params:
         out=output_dir,
         shards=len(SHARDS),
+    retries: 0
     conda:
         BACKEND_ENV
     shell:

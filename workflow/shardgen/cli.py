@@ -78,10 +78,13 @@ def cmd_retry(args):
 
 
 def cmd_merge(args):
+    from shardgen.freshness import check_prompt_set
     from shardgen.merge import merge
 
     config = _config(args)
-    print(json.dumps(merge(Layout(config.results), Path(args.dataset), Path(args.train), Path(args.failed))))
+    layout = Layout(config.results)
+    check_prompt_set(config, layout.prompts_dir)
+    print(json.dumps(merge(layout, Path(args.dataset), Path(args.train), Path(args.failed))))
 
 
 def cmd_report(args):

@@ -127,6 +127,14 @@ class Config:
     def template_kwargs_for(self, source: dict) -> dict:
         return {**self.raw["defaults"]["chat_template_kwargs"], **source.get("chat_template_kwargs", {})}
 
+    def sampling_extra(self, source: dict) -> str:
+        kwargs = self.template_kwargs_for(source)
+        return json.dumps({"chat_template_kwargs": kwargs} if kwargs else {}, sort_keys=True)
+
+    def gen_settings(self, source: dict) -> dict:
+        """What enters the gen_key of a source's prompts besides the prompt and the model hashes."""
+        return {**self.sampling_for(source), "extra": self.sampling_extra(source)}
+
     def write_resolved(self) -> Path:
         """Write the resolved config for the CLI steps, named by its content: a run's jobs keep reading their own
         even when another snakemake call (a dry run, another config) writes its own meanwhile."""

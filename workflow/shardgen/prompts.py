@@ -1,6 +1,5 @@
 """Stage 1: read every source, normalize to chat messages, tokenize once, dedupe, reject (never truncate)."""
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -67,21 +66,20 @@ class PromptBuilder:
         for item, ids in zip(self.pending, self._encode_pending()):
             source, conv = item["source"], item["conv"]
             sampling = self.config.sampling_for(source)
-            template_kwargs = self.config.template_kwargs_for(source)
             if len(ids) + sampling["max_new_tokens"] > self.config["model"]["context_length"]:
                 item["tally"].rejected.append({
                     "source": source["name"], "source_row": item["source_row"], "reason": "too_long",
                     "detail": f"{len(ids)} prompt tokens + max_new_tokens {sampling['max_new_tokens']} > "
                               f"context_length {self.config['model']['context_length']}"})
                 continue
-            extra = json.dumps({"chat_template_kwargs": template_kwargs} if template_kwargs else {}, sort_keys=True)
             rows.append({
                 "prompt_id": item["prompt_id"],
-                "gen_key": gen_key(item["prompt_id"], self.model.fingerprint, {**sampling, "extra": extra}),
+                "gen_key": gen_key(item["prompt_id"], self.model.fingerprint, self.config.gen_settings(source)),
                 "source": source["name"], "source_row": item["source_row"], "messages": conv.messages,
                 "prompt_ids": ids, "prompt_tokens": len(ids), "max_new_tokens": sampling["max_new_tokens"],
                 "temperature": sampling["temperature"], "top_p": sampling["top_p"], "top_k": sampling["top_k"],
-                "sampling_extra": extra, "reference": conv.reference, "dropped_turns": conv.dropped_turns,
+                "sampling_extra": self.config.sampling_extra(source), "reference": conv.reference,
+                "dropped_turns": conv.dropped_turns,
             })
         if rows:
             self.writer.write_table(pa.Table.from_pylist(rows, schema=tables.PROMPTS))

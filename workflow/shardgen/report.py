@@ -10,6 +10,7 @@ from shardgen import db
 from shardgen.atomic import write_text
 from shardgen.config import Config
 from shardgen.figures import draw
+from shardgen.freshness import check_dataset
 from shardgen.layout import Layout
 from shardgen.model import ModelInfo
 from shardgen.sources import file_sha256
@@ -84,6 +85,9 @@ def tail_note(tails: list[dict]) -> str | None:
 def markdown(record: dict, tails: list[dict] | None = None, figures: list[Path] = ()) -> str:
     lines = ["# shardgen report", "", "| metric | value |", "|---|---|"]
     lines += [f"| {k} | {v} |" for k, v in record.items() if not isinstance(v, list)]
+    if "dataset_rows_checked" in record:
+        lines += ["", f"Checked: all {record['dataset_rows_checked']} dataset rows carry the gen_key the current config "
+                      "gives their prompt (model, tokenizer and template hashes, sampling), one per generated prompt."]
     for title in ("per_source", "per_shard"):
         rows = record[title]
         if rows:
@@ -98,6 +102,7 @@ def report(config: Config, outputs: list[Path], done_files: list[Path], out_dir:
     layout = Layout(config.results)
     con = _connect(layout)
     record = summary(con)
+    record["dataset_rows_checked"] = check_dataset(config, layout.dataset_dir / "data.parquet", record["generated"])
     write_text(json.dumps(record, indent=1), out_dir / "summary.json")
     write_text(json.dumps(manifest(con, config, record["per_source"], outputs, done_files), indent=1, default=str),
                out_dir / "manifest.json")

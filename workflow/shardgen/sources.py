@@ -2,6 +2,7 @@
 
 import hashlib
 import json
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -75,6 +76,31 @@ def _hf_rows(source: dict) -> tuple[Iterator[tuple[int, object]], str]:
                           f"(config={source['config']}, split={source['split']}): {type(err).__name__}: {err}") from None
     _check_columns(ds.column_names, source, f"source {source['name']!r} (dataset {name})")
     return enumerate(ds), source["revision"] or f"fingerprint:{ds._fingerprint}"
+
+
+def _local_dataset(name: str) -> bool:
+    """A dataset value that can only mean a folder: it exists, is written as a path, or has more than one slash
+    (a hub id is `name` or `owner/name`)."""
+    return Path(name).exists() or name.startswith(("/", ".")) or name.count("/") > 1
+
+
+def check_readable(sources: list[dict]) -> None:
+    """Raise SourceError naming every configured file or local dataset folder that cannot be read. The workflow
+    calls this whenever it is parsed, so a wrong path stops every run, also one whose results exist. Hub dataset
+    names are checked where prompts loads them (offline, at once)."""
+    problems = []
+    for source in sources:
+        kind, value = ("file", source["path"]) if "path" in source else ("dataset folder", source["dataset"])
+        if kind == "dataset folder" and not _local_dataset(value):
+            continue
+        path = Path(value)
+        usable = path.is_file() if kind == "file" else path.is_dir()
+        if not (usable and os.access(path, os.R_OK)):
+            wanted = "a file" if kind == "file" else "a directory"
+            state = "cannot be read" if usable else f"is not {wanted}" if path.exists() else "not found"
+            problems.append(f"source {source['name']!r}: {kind} {value} {state} (resolved to {path.resolve()})")
+    if problems:
+        raise SourceError("; ".join(problems))
 
 
 def open_source(source: dict) -> tuple[Iterator[tuple[int, object]], str, str]:

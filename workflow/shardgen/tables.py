@@ -27,7 +27,7 @@ PART = pa.schema([
     ("error", pa.string()),
 ])
 DATASET = pa.schema([
-    ("prompt_id", pa.string()), ("source", pa.string()), ("messages", MESSAGES), ("prompt_ids", TOKENS),
+    ("prompt_id", pa.string()), ("gen_key", pa.string()), ("source", pa.string()), ("messages", MESSAGES), ("prompt_ids", TOKENS),
     ("completion", pa.string()), ("output_ids", TOKENS), ("finish_reason", pa.string()),
     ("prompt_tokens", pa.int32()), ("completion_tokens", pa.int32()), ("reference", pa.string()),
 ])

@@ -1,17 +1,37 @@
--- The report's headline numbers (report/summary.json). Shard wall times add over attempts; the run's
--- generation wall time is the longest shard's, since shards run side by side.
+-- The report's headline numbers (report/summary.json); every figure names its scope:
+--   prompts_*, generated, failed: the current prompt set (accounting);
+--   dataset_*: the rows of dataset/data.parquet. Its wall time is, per shard, the sum over the attempts that made
+--     those rows of each attempt's span of them (first submit to last completion); the run's is the longest
+--     shard's, since shards run side by side. dataset_output_tokens_per_s (the headline) = tokens / that wall;
+--   parts_*: every committed row in the parts (stale, duplicate and aborted rows too): what the engines did.
+WITH made AS (
+    SELECT r.shard, r.attempt, epoch(max(r.finished_at) - min(r.submitted_at)) AS wall_s
+    FROM winners w JOIN parts r ON r.filename = w.filename AND r.file_row_number = w.file_row_number
+    JOIN prompts p ON p.gen_key = w.gen_key
+    GROUP BY ALL
+), dataset_wall AS (
+    SELECT coalesce(max(wall_s), 0) AS wall_s FROM (SELECT shard, sum(wall_s) AS wall_s FROM made GROUP BY shard)
+), dataset_totals AS (
+    SELECT count(*) AS rows, coalesce(sum(prompt_tokens), 0) AS prompt_tokens,
+           coalesce(sum(completion_tokens), 0) AS completion_tokens
+    FROM dataset
+)
 SELECT (SELECT sum(read) FROM accounting) AS prompts_read,
        (SELECT sum(accepted) FROM accounting) AS prompts_accepted,
        (SELECT sum(rejected) FROM accounting) AS prompts_rejected,
        (SELECT sum(duplicates) FROM accounting) AS prompts_duplicate,
        (SELECT sum(generated) FROM accounting) AS generated,
        (SELECT sum(failed) FROM accounting) AS failed,
-       (SELECT coalesce(sum(prompt_tokens), 0) FROM dataset) AS prompt_tokens_total,
-       (SELECT coalesce(sum(completion_tokens), 0) FROM dataset) AS completion_tokens_total,
-       t.wall_s AS generation_wall_s, t.output_tokens_per_s, t.requests_per_s,
+       d.rows AS dataset_rows, d.prompt_tokens AS dataset_prompt_tokens,
+       d.completion_tokens AS dataset_completion_tokens,
+       round(dw.wall_s, 3) AS dataset_generation_wall_s,
+       round(d.completion_tokens / nullif(dw.wall_s, 0), 1) AS dataset_output_tokens_per_s,
+       t.requests AS parts_rows, t.completion_tokens AS parts_completion_tokens,
+       t.wall_s AS parts_generation_wall_s, t.output_tokens_per_s AS parts_output_tokens_per_s,
+       t.requests_per_s AS parts_requests_per_s,
        -- finished rows not used: a gen_key committed more than once (the earliest wins), or a stale gen_key
        (SELECT count(*) - count(DISTINCT gen_key) FROM parts WHERE finish_reason IN ('stop', 'length'))
            AS duplicate_commits,
        (SELECT count(*) FROM parts WHERE finish_reason IN ('stop', 'length')
            AND gen_key NOT IN (SELECT gen_key FROM prompts)) AS stale_rows
-FROM throughput t
+FROM throughput t, dataset_totals d, dataset_wall dw
