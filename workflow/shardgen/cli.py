@@ -50,10 +50,20 @@ def cmd_split(args):
     print(json.dumps({"expected_tokens_per_shard": loads}))
 
 
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C: said in one line (what was kept), not as a traceback."""
+
+
 def cmd_generate(args):
     from shardgen.generate import generate_shard
+    from shardgen.parts import part_files
 
-    record = generate_shard(_config(args), args.shard, Path(args.done))
+    config = _config(args)
+    try:
+        record = generate_shard(config, args.shard, Path(args.done))
+    except KeyboardInterrupt:
+        kept = len(part_files(Layout(config.results).shard_dir(args.shard)))
+        raise Interrupted(f"shard {args.shard:03d} interrupted: {kept} parts kept, a rerun resumes") from None
     print(json.dumps({k: v for k, v in record.items() if k != "attempts"}, default=str))
 
 
@@ -233,14 +243,34 @@ def parser() -> argparse.ArgumentParser:
     return ap
 
 
+def _quiet_stdout() -> None:
+    """The reader went away (`shardgen query dataset | head`): point stdout at /dev/null so the interpreter's
+    final flush does not raise again."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+
 def main(argv=None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
                         stream=sys.stderr)
+    # Sources and models are read from local folders or the local HF cache only: a name that is not there fails at
+    # once instead of retrying the hub for half a minute (users may still set these to 0).
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
     args = parser().parse_args(argv)
+    log = logging.getLogger("shardgen")
     try:
         args.func(args)
+    except Interrupted as err:
+        log.warning("%s", err)
+        return 130
+    except KeyboardInterrupt:
+        log.warning("shardgen %s interrupted", args.command)
+        return 130
+    except BrokenPipeError:
+        _quiet_stdout()
+        return 141
     except ShardgenError as err:
-        logging.getLogger("shardgen").error("%s", err)
+        log.error("%s", err)
         return 2
     return 0
 

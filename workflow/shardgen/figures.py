@@ -1,5 +1,6 @@
 """The report's figures (PNG, matplotlib without a display), each drawn from one query in workflow/sql/."""
 
+import math
 from pathlib import Path
 
 import matplotlib
@@ -9,67 +10,79 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from shardgen import db  # noqa: E402
 
+BUCKETS = 40  # the throughput timeline's resolution: about this many buckets whatever the run's length
 
 
 def _save(fig, path: Path) -> None:
-    fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
 
 
-def throughput(con, path: Path) -> None:
-    df = con.execute(db.sql("timeline")).df()
-    fig, ax = plt.subplots(figsize=(9, 4))
+def bucket_seconds(wall_s: float | None) -> int:
+    return max(1, math.ceil((wall_s or 0) / BUCKETS))
+
+
+def throughput(con, summary: dict):
+    bucket = bucket_seconds(summary.get("dataset_generation_wall_s"))
+    df = con.execute(db.sql("timeline"), {"bucket_s": bucket}).df()
+    fig, ax = plt.subplots(figsize=(9, 4), layout="constrained")
     for shard, group in df.groupby("shard"):
-        ax.plot(group["t"], group["output_tokens_per_s"], lw=1, label=f"shard {shard}")
+        ax.plot(group["t"], group["output_tokens_per_s"], ".-", lw=1, label=f"shard {shard}")
     if not df.empty:
         total = df.groupby("t")["output_tokens_per_s"].sum()
-        ax.plot(total.index, total.values, "k-", lw=2, label="total")
-    ax.set(title="Output tokens/s (completions, 10 s buckets)", ylabel="tokens/s")
-    ax.legend(fontsize=7, ncol=4)
-    _save(fig, path)
+        ax.plot(total.index, total.values, "k.-", lw=2, label="total")
+    if headline := summary.get("dataset_output_tokens_per_s"):
+        ax.axhline(headline, color="tab:red", ls="--", lw=1.5,
+                   label=f"headline {headline:g} tok/s (dataset tokens / generation wall)")
+    ax.set(title=f"Output tokens/s of the dataset's rows ({bucket} s buckets)", ylabel="tokens/s")
+    ax.legend(fontsize=7, ncol=3, loc="upper center", bbox_to_anchor=(0.5, -0.12))
+    return fig
 
 
-def engine(con, path: Path) -> None:
+def engine(con, summary: dict):
     df = con.execute(db.sql("engine_timeline")).df()
-    fig, axes = plt.subplots(2, 2, figsize=(10, 6), sharex=True)
+    if df.empty:  # one note instead of four empty panels
+        fig, ax = plt.subplots(figsize=(10, 2), layout="constrained")
+        ax.axis("off")
+        ax.text(0.5, 0.5, "No SGLang scheduler telemetry in this run (the CPU engine reports none):\n"
+                "running requests, queue, KV and mamba usage are drawn for SGLang runs.", ha="center", va="center")
+        return fig
+    fig, axes = plt.subplots(2, 2, figsize=(10, 6), sharex=True, layout="constrained")
     panels = [("running", "running requests"), ("queue", "queue"), ("full_token_usage", "KV usage"),
               ("mamba_usage", "mamba usage")]
     for ax, (column, title) in zip(axes.flat, panels):
         for shard, group in df.groupby("shard"):
             ax.plot(group["ts"], group[column], lw=1, label=f"shard {shard}")
         ax.set_title(title)
-    if df.empty:
-        fig.suptitle("no SGLang telemetry (CPU engine)")
-    _save(fig, path)
+    return fig
 
 
-def lengths(con, path: Path) -> None:
+def lengths(con, summary: dict):
     df = con.execute(db.sql("lengths")).df()
     sources = sorted(df["source"].unique())
-    fig, ax = plt.subplots(figsize=(9, 4))
+    fig, ax = plt.subplots(figsize=(9, 4), layout="constrained")
     ax.boxplot([df[df.source == s]["completion_tokens"] for s in sources], showfliers=False)
     ax.set_xticks(range(1, len(sources) + 1), [
         f"{s}\n{df[df.source == s]['cut'].mean():.0%} cut" for s in sources])
     ax.set(title="Output length per source (share cut off by max_new_tokens)", ylabel="completion tokens")
-    _save(fig, path)
+    return fig
 
 
-def shards(con, path: Path) -> None:
+def shards(con, summary: dict):
     df = con.execute(db.sql("tail")).df()
-    fig, ax = plt.subplots(figsize=(9, 4))
+    fig, ax = plt.subplots(figsize=(9, 4), layout="constrained")
     ax.bar(df["shard"].astype(str), df["shard_wall_s"], label="first submit to end")
     ax.bar(df["shard"].astype(str), df["tail_s"], label="tail (after the last submission)")
     ax.set(title="Per-shard finish times", xlabel="shard", ylabel="seconds")
-    ax.legend()
-    _save(fig, path)
+    ax.legend(ncol=2, loc="upper center", bbox_to_anchor=(0.5, -0.15))  # below the axes: never over a bar
+    return fig
 
 
 FIGURES = {"throughput": throughput, "engine": engine, "lengths": lengths, "shards": shards}
 
 
-def draw(con, out_dir: Path) -> list[Path]:
+def draw(con, out_dir: Path, summary: dict | None = None) -> list[Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
     for name, figure in FIGURES.items():
-        figure(con, out_dir / f"{name}.png")
+        _save(figure(con, summary or {}), out_dir / f"{name}.png")
     return [out_dir / f"{name}.png" for name in FIGURES]

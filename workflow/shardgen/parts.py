@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from shardgen import ShardgenError, tables
-from shardgen.atomic import write_table
+from shardgen.atomic import write_table, write_text
 
 PART_PATTERN = "part-{:05d}.parquet"
 INDEX_NAME = "parts-index.jsonl"
@@ -78,6 +78,13 @@ def committed_outcomes(parts_glob: str) -> tuple[set[str], dict[str, int]]:
     return finished, {k: n for k, n in aborts.items() if k not in finished}
 
 
+def _indexed_part(line: str) -> str | None:
+    try:
+        return json.loads(line)["part"]
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
 class PartWriter:
     """Numbers and commits this shard's parts; never rewrites a committed one."""
 
@@ -87,6 +94,19 @@ class PartWriter:
             stale.unlink()
         existing = part_files(self.shard_dir)
         self.next_index = int(existing[-1].stem.split("-")[1]) + 1 if existing else 0
+        self._forget_lost_parts({p.name for p in existing})
+
+    def _forget_lost_parts(self, existing: set[str]) -> None:
+        """Drop the index lines of parts that are gone (deleted, quarantined): their rows are generated again now."""
+        index = self.shard_dir / INDEX_NAME
+        if not index.exists():
+            return
+        lines = index.read_text().splitlines(keepends=True)
+        kept = [line for line in lines if _indexed_part(line) in existing]
+        for name in {_indexed_part(line) for line in lines} - existing - {None}:
+            log.warning("%s: %s is gone; its rows are generated again", self.shard_dir, name)
+        if len(kept) < len(lines):
+            write_text("".join(kept), index)
 
     def commit(self, rows: list[dict]) -> Path:
         path = self.shard_dir / PART_PATTERN.format(self.next_index)
@@ -95,5 +115,6 @@ class PartWriter:
         # A cache for `shardgen status` (one small file instead of every footer); the parts stay the truth.
         with open(self.shard_dir / INDEX_NAME, "a") as f:
             f.write(json.dumps({"part": path.name, "rows": len(rows), "attempt": rows[0]["attempt"],
-                                "tokens": sum(r["completion_tokens"] for r in rows)}) + "\n")
+                                "tokens": sum(r["completion_tokens"] for r in rows),
+                                "bytes": path.stat().st_size}) + "\n")
         return path

@@ -106,6 +106,6 @@ def report(config: Config, outputs: list[Path], done_files: list[Path], out_dir:
     write_text(json.dumps(record, indent=1), out_dir / "summary.json")
     write_text(json.dumps(manifest(con, config, record["per_source"], outputs, done_files), indent=1, default=str),
                out_dir / "manifest.json")
-    figures = draw(con, out_dir / "figures")
+    figures = draw(con, out_dir / "figures", record)
     write_text(markdown(record, _jsonable(db.query(con, "tail")), figures), out_dir / "report.md")
     return record

@@ -1,4 +1,5 @@
-"""`shardgen status`: progress of every shard from split metadata and the parts index, rate and ETA, and the
+"""`shardgen status`: progress of every shard from split metadata and the parts on disk (the parts index, checked
+against them; lost parts are named), rate and ETA, and the
 current output tokens/s and running requests from the newest telemetry part (SGLang; without telemetry, the
 attempt's average tokens/s from its parts)."""
 
@@ -7,6 +8,7 @@ from contextlib import suppress
 from datetime import datetime, timezone
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from shardgen.layout import Layout
@@ -17,33 +19,46 @@ from shardgen.parts import INDEX_NAME, part_files
 LIVE_SECONDS = 120  # telemetry older than this says nothing about now (parts are written every 10 s while running)
 
 
-def _part_counts(shard_dir: Path) -> list[tuple[int, int, int]]:
-    """(rows, attempt, completion tokens) of every committed part: from the parts index, and from the part itself
-    for any the index does not list (a commit killed between its rename and the index line)."""
-    index_path = shard_dir / INDEX_NAME
+def _read_index(shard_dir: Path) -> dict[str, dict]:
     index = {}
-    if index_path.exists():
-        for line in index_path.read_text().splitlines():
+    if (shard_dir / INDEX_NAME).exists():
+        for line in (shard_dir / INDEX_NAME).read_text().splitlines():
             with suppress(ValueError):
                 entry = json.loads(line)
-                index[entry["part"]] = (entry["rows"], entry["attempt"], entry.get("tokens", 0))
-    counts = []
+                index[entry["part"]] = entry
+    return index
+
+
+def _part_counts(shard_dir: Path) -> tuple[list[tuple[int, int, int]], list[str]]:
+    """(rows, attempt, completion tokens) of every part on disk: from the parts index where its size matches,
+    else from the part itself (a commit killed between its rename and the index line, or a changed file); and the
+    parts that are lost: listed in the index but gone, or unreadable."""
+    index = _read_index(shard_dir)
+    counts, lost = [], []
     for path in part_files(shard_dir):
-        if path.name not in index:
+        entry = index.pop(path.name, None)
+        if entry and entry.get("bytes", path.stat().st_size) == path.stat().st_size:
+            counts.append((entry["rows"], entry["attempt"], entry.get("tokens", 0)))
+            continue
+        try:
             table = pq.read_table(path, columns=["attempt", "completion_tokens"])
-            attempt = table["attempt"][0].as_py() if table.num_rows else 0
-            index[path.name] = (table.num_rows, attempt, sum(table["completion_tokens"].to_pylist()))
-        counts.append(index[path.name])
-    return counts
+        except (OSError, pa.ArrowException):
+            lost.append(f"{path.name} unreadable")
+            continue
+        attempt = table["attempt"][0].as_py() if table.num_rows else 0
+        counts.append((table.num_rows, attempt, sum(table["completion_tokens"].to_pylist())))
+    lost += [f"{name} missing ({entry['rows']} rows)" for name, entry in index.items()]
+    return counts, lost
 
 
-def _committed(shard_dir: Path) -> tuple[int, dict, dict]:
+def _committed(shard_dir: Path) -> tuple[int, dict, dict, list[str]]:
     rows_by: dict[int, int] = {}
     tokens_by: dict[int, int] = {}
-    for rows, attempt, tokens in _part_counts(shard_dir):
+    counts, lost = _part_counts(shard_dir)
+    for rows, attempt, tokens in counts:
         rows_by[attempt] = rows_by.get(attempt, 0) + rows
         tokens_by[attempt] = tokens_by.get(attempt, 0) + tokens
-    return sum(rows_by.values()), rows_by, tokens_by
+    return sum(rows_by.values()), rows_by, tokens_by, lost
 
 
 def _live(shard_dir: Path, now: datetime) -> dict:
@@ -60,12 +75,11 @@ def _live(shard_dir: Path, now: datetime) -> dict:
 
 def shard_status(layout: Layout, shard: int, now: datetime) -> dict:
     prompts = pq.read_metadata(layout.split(shard)).num_rows
-    committed, by_attempt, tokens = _committed(layout.shard_dir(shard))
+    committed, by_attempt, tokens, lost = _committed(layout.shard_dir(shard))
     row = {"shard": shard, "prompts": prompts, "committed": committed, "done": layout.done(shard).exists(),
-           "rate_per_s": None, "eta_s": None, "out_tok_per_s": None, "running": None}
-    if row["done"]:
-        row["committed"] = json.loads(layout.done(shard).read_text())["generated"]
-    elif attempts := read_attempts(layout.shard_dir(shard)):
+           "rate_per_s": None, "eta_s": None, "out_tok_per_s": None, "running": None,
+           "lost_parts": "; ".join(lost) or None}
+    if not row["done"] and (attempts := read_attempts(layout.shard_dir(shard))):
         last = attempts[-1]
         elapsed = (now - datetime.fromisoformat(last["started_at"])).total_seconds()
         rows_now = by_attempt.get(last["attempt"], 0)
