@@ -1,5 +1,9 @@
 import json
+import os
 import shutil
+import signal
+import subprocess
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 import pytest
@@ -66,3 +70,23 @@ def copy_workflow(dest: Path) -> Path:
         else:
             shutil.copy(src, dest / name)
     return dest
+
+
+@contextmanager
+def own_group(proc: subprocess.Popen, grace_s: float = 30.0):
+    """A child started with start_new_session=True: when the block ends with the child still running (a timeout,
+    a failed assertion), its whole process group is ended: SIGINT first (Snakemake then cancels its jobs), SIGKILL
+    after grace_s. No snakemake outlives its test."""
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            with suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGINT)
+            try:
+                proc.wait(grace_s)
+            except subprocess.TimeoutExpired:
+                pass
+        with suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)  # what is left of the group: the child's own children
+        proc.wait()

@@ -1,5 +1,9 @@
 """The user-facing commands on a small generated results tree: status, query, reset."""
 
+import json
+import os
+import subprocess
+import sys
 from datetime import datetime, timedelta, timezone
 
 import pyarrow as pa
@@ -8,6 +12,7 @@ import pyarrow.parquet as pq
 from shardgen import telemetry
 from shardgen.attempts import start_attempt
 from shardgen.cli import main
+from shardgen.generate import generate_shard
 from shardgen.layout import Layout
 from shardgen.parts import PartWriter
 from shardgen.status import status
@@ -24,7 +29,7 @@ def test_status_query_and_reset(make_config, write_jsonl, capsys):
     assert main(["--results", results, "status"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].split() == ["shard", "prompts", "committed", "done", "rate_per_s", "eta_s", "out_tok_per_s",
-                                "running"]
+                                "running", "lost_parts"]
     assert [line.split()[:4] for line in lines[2:]] == [["0", "3", "3", "True"], ["1", "3", "3", "True"]]
 
     (layout.shard_dir(0) / "parts-index.jsonl").unlink()  # as if killed between a part's rename and its index line
@@ -76,3 +81,52 @@ def test_status_shows_live_tokens_per_second_from_the_newest_telemetry(tmp_path,
 
     pq.write_table(table([decode(600, 256, 6000.0)]), shard_dir / "telemetry-00002.parquet")  # a stalled engine
     assert status(layout)[0]["running"] is None
+
+
+def test_status_counts_the_parts_on_disk_and_names_lost_ones(make_config, write_jsonl):
+    path = write_jsonl("a.jsonl", [{"query": f"Add {i} and 1."} for i in range(12)])
+    config = make_config([{"name": "a", "path": path, "format": "query_response"}], checkpoint={"every_records": 4})
+    layout = stage(config, 1)
+    shard_dir = layout.shard_dir(0)
+    lost = sorted(shard_dir.glob("part-*.parquet"))[1]
+    lost_rows = pq.read_metadata(lost).num_rows
+    lost.unlink()
+    damaged = sorted(shard_dir.glob("part-*.parquet"))[-1]
+    damaged.write_bytes(damaged.read_bytes()[:40])  # truncated in place: same name, other size
+    row = status(layout)[0]
+    assert row["committed"] == 12 - lost_rows - 4  # what is on disk, not the done file's count
+    assert row["lost_parts"] == f"{damaged.name} unreadable; {lost.name} missing ({lost_rows} rows)"
+
+    damaged.unlink()
+    record = generate_shard(config, 0, layout.done(0))  # what a plain rerun runs for this shard
+    assert record["generated"] == 12
+    assert status(layout)[0]["committed"] == 12 and status(layout)[0]["lost_parts"] is None
+    index = [json.loads(line)["part"] for line in (shard_dir / "parts-index.jsonl").read_text().splitlines()]
+    assert index == [p.name for p in sorted(shard_dir.glob("part-*.parquet"))]
+
+
+def test_a_closed_pipe_is_quiet(make_config, write_jsonl):
+    path = write_jsonl("a.jsonl", [{"query": f"Say {i}."} for i in range(6)])
+    layout = stage(make_config([{"name": "a", "path": path, "format": "query_response"}]), 1)
+    code = f"import sys; from shardgen.cli import main; sys.exit(main(['--results', {str(layout.root)!r}, 'query', 'dataset']))"
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc.stdout.close()  # the reader is gone before the first write, as `| head` is after its lines
+    err = proc.communicate(timeout=60)[1]
+    assert "Traceback" not in err and "BrokenPipeError" not in err, err
+    assert proc.returncode == 141
+
+
+def test_ctrl_c_during_generate_is_one_line(make_config, write_jsonl, monkeypatch, caplog, tmp_path):
+    path = write_jsonl("a.jsonl", [{"query": f"Name {i}."} for i in range(6)])
+    config = make_config([{"name": "a", "path": path, "format": "query_response"}])
+    layout = stage(config, 1)
+    resolved = config.write_resolved()
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("shardgen.generate.generate_shard", interrupted)
+    assert main(["--config", str(resolved), "generate", "--shard", "0", "--done", str(tmp_path / "d.json")]) == 130
+    parts = len(list(layout.shard_dir(0).glob("part-*.parquet")))
+    assert [r.getMessage() for r in caplog.records if r.levelname == "WARNING"] == \
+        [f"shard 000 interrupted: {parts} parts kept, a rerun resumes"]

@@ -2,6 +2,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -9,7 +10,7 @@ import pytest
 
 from shardgen.config import Config
 from shardgen.formats import RowError
-from shardgen.sources import SourceError, open_source
+from shardgen.sources import SourceError, check_readable, open_source
 
 from conftest import DEMO
 
@@ -76,3 +77,22 @@ def test_hub_dataset_that_cannot_load_offline():
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
     assert "source 's': cannot load HF dataset 'BAAI/Infinity-Instruct' offline (config=7M, split=train)" in out
+
+
+def test_every_unreadable_configured_source_is_named_with_its_path(tmp_path):
+    good = tmp_path / "a.jsonl"
+    good.write_text('{"query": "q"}\n')
+    sources = [{"name": "ok", "path": str(good)}, {"name": "typo", "path": str(tmp_path / "b.jsonl")},
+               {"name": "folder", "path": str(tmp_path)}, {"name": "local", "dataset": str(tmp_path / "gone_hf")},
+               {"name": "nested", "dataset": "config/demo/no_such_hf"}, {"name": "hub", "dataset": "org/name"},
+               {"name": "demo", "dataset": str(DEMO / "alpaca_hf")}]
+    with pytest.raises(SourceError) as err:
+        check_readable(sources)
+    assert str(err.value) == "; ".join([
+        f"source 'typo': file {tmp_path / 'b.jsonl'} not found (resolved to {tmp_path / 'b.jsonl'})",
+        f"source 'folder': file {tmp_path} is not a file (resolved to {tmp_path})",
+        f"source 'local': dataset folder {tmp_path / 'gone_hf'} not found (resolved to {tmp_path / 'gone_hf'})",
+        f"source 'nested': dataset folder config/demo/no_such_hf not found (resolved to "
+        f"{(Path.cwd() / 'config/demo/no_such_hf')})",
+    ])  # a hub id (org/name) is left to prompts, which loads it offline
+    check_readable(sources[:1] + sources[-2:])

@@ -6,6 +6,7 @@ The cluster is the one already running, or one started from Debian's packages by
 slurm-down.sh (by pid) at the end. If it cannot start, the tests are skipped with the reason, or fail when
 SHARDGEN_REQUIRE_SLURM=1 (as .ci/run sets)."""
 
+import importlib.util
 import json
 import os
 import shutil
@@ -16,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import copy_workflow
+from conftest import copy_workflow, own_group
 from test_workflow import check_results
 
 pytestmark = pytest.mark.slurm
@@ -26,6 +27,10 @@ BIN = Path(sys.executable).parent
 SITE = ["--default-resources", "slurm_partition=debug", "mem_mb=1500", "runtime=30", "cpus_per_task=1",
         "--set-resources", "generate:mem_mb=2500", "generate:cpus_per_task=1", "prompts:mem_mb=2500",
         "merge:mem_mb=2500", "--slurm-init-seconds-before-status-checks", "5", "--retries", "0"]
+
+
+def _plugin_installed() -> bool:
+    return importlib.util.find_spec("snakemake_executor_plugin_slurm") is not None
 
 
 def _idle() -> bool:
@@ -44,6 +49,8 @@ def _unavailable(reason: str):
 
 @pytest.fixture(scope="session")
 def slurm_cluster(tmp_path_factory):
+    if not _plugin_installed():
+        _unavailable("the Slurm executor plugin is not installed (pip install -e '.[slurm]')")
     if _idle():
         yield "already running"
         return
@@ -64,7 +71,7 @@ def snakemake(work: Path, **popen) -> subprocess.Popen:
     cmd = [str(BIN / "snakemake"), "--workflow-profile", "profiles/slurm",
            "--configfile", "config/demo.yaml", "config/test.yaml", *SITE]
     return subprocess.Popen(cmd, cwd=work, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            **popen)
+                            start_new_session=True, **popen)
 
 
 def test_demo_on_slurm_with_a_cancelled_shard(slurm_cluster, tmp_path):
@@ -72,21 +79,21 @@ def test_demo_on_slurm_with_a_cancelled_shard(slurm_cluster, tmp_path):
     (work / "config" / "test.yaml").write_text(
         "shards: 2\ncheckpoint: {every_records: 4, every_seconds: 1}\ndefaults: {max_new_tokens: 160}\n"
         "engine: {max_running_requests: 4}\n")
-    run = snakemake(work)
-    deadline = time.monotonic() + 240
-    while not (parts := list(work.glob("results/generate/shard-*/part-00001.parquet"))):
-        assert run.poll() is None and time.monotonic() < deadline, run.stdout.read()[-3000:]
-        time.sleep(0.2)
-    shard_dir = parts[0].parent
-    job_id = json.loads((shard_dir / "attempts.jsonl").read_text().splitlines()[0])["slurm_job_id"]
-    assert job_id, "the generate job did not run as a Slurm job"
-    subprocess.run(["scancel", job_id], check=True)
-    out, _ = run.communicate(timeout=300)
-    assert run.returncode != 0, "the run should fail: one of its jobs was cancelled"
+    with own_group(snakemake(work)) as run:
+        deadline = time.monotonic() + 240
+        while not (parts := list(work.glob("results/generate/shard-*/part-00001.parquet"))):
+            assert run.poll() is None and time.monotonic() < deadline, run.stdout.read()[-3000:]
+            time.sleep(0.2)
+        shard_dir = parts[0].parent
+        job_id = json.loads((shard_dir / "attempts.jsonl").read_text().splitlines()[0])["slurm_job_id"]
+        assert job_id, "the generate job did not run as a Slurm job"
+        subprocess.run(["scancel", job_id], check=True)
+        out, _ = run.communicate(timeout=300)
+        assert run.returncode != 0, "the run should fail: one of its jobs was cancelled"
     committed = {p: p.read_bytes() for p in shard_dir.glob("part-*.parquet")}
 
-    rerun = snakemake(work)
-    out, _ = rerun.communicate(timeout=300)
+    with own_group(snakemake(work)) as rerun:
+        out, _ = rerun.communicate(timeout=300)
     assert rerun.returncode == 0, out[-4000:]
     assert "has been submitted with SLURM jobid" in out
     for path, data in committed.items():

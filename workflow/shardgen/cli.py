@@ -260,6 +260,7 @@ def main(argv=None) -> int:
     log = logging.getLogger("shardgen")
     try:
         args.func(args)
+        sys.stdout.flush()  # here, where a closed pipe is caught, not at exit
     except Interrupted as err:
         log.warning("%s", err)
         return 130

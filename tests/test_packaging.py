@@ -1,0 +1,27 @@
+"""Extras: what `pip install -e '.[test]'` brings must not slow every snakemake call."""
+
+import re
+import tomllib
+
+from conftest import REPO
+
+
+def extra_requirements(extras: dict, name: str) -> set[str]:
+    """The requirement names an extra installs, following `shardgen[...]` self-references."""
+    names = set()
+    for requirement in extras[name]:
+        if match := re.fullmatch(r"shardgen\[(.+)\]", requirement):
+            for inner in match.group(1).split(","):
+                names |= extra_requirements(extras, inner.strip())
+        else:
+            names.add(re.split(r"[<>=!~\[ ;]", requirement, maxsplit=1)[0])
+    return names
+
+
+def test_the_slurm_executor_plugin_is_only_in_the_slurm_extra():
+    # snakemake imports every installed executor plugin when it starts; the Slurm one runs scontrol as it loads
+    extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    plugin = "snakemake-executor-plugin-slurm"
+    assert plugin not in extra_requirements(extras, "test") | extra_requirements(extras, "cpu")
+    assert plugin in extra_requirements(extras, "slurm")
+    assert "pip install -q -e '.[test,slurm]'" in (REPO / ".ci" / "run").read_text()
