@@ -1,8 +1,10 @@
-"""The demo through the real `snakemake` CLI in a temp dir: end to end, a single-shard rerun, and a SIGKILL of the
-whole process group mid-generation followed by the same command."""
+"""The demo through the real `snakemake` CLI in a temp dir: end to end, a single-shard rerun, a SIGKILL of the
+whole process group mid-generation followed by the same command, and the mistakes a new user makes on a finished
+demo (a failed prompts job, a wrong source path, a deleted part, a dataset that cannot load)."""
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -48,10 +50,12 @@ def check_results(work: Path) -> dict:
                 ANTI JOIN 'RES/dataset/*.parquet' d USING (prompt_id)""")[0][0] == 0
     summary = json.loads((res / "report" / "summary.json").read_text())
     parts = q("""SELECT sum(prompt_tokens), sum(completion_tokens), count(DISTINCT gen_key), count(*)
-                 FROM 'RES/generate/shard-*/part-*.parquet' WHERE finish_reason <> 'abort'""")[0]
+                 FROM 'RES/generate/shard-*/part-*.parquet' WHERE finish_reason <> 'abort'
+                 AND gen_key IN (SELECT gen_key FROM 'RES/prompts/prompts.parquet')""")[0]
     assert parts[2] == parts[3], "a gen_key was committed twice"
-    assert (summary["prompt_tokens_total"], summary["completion_tokens_total"]) == parts[:2]
+    assert (summary["dataset_prompt_tokens"], summary["dataset_completion_tokens"]) == parts[:2]
     assert summary["generated"] == parts[2] and summary["failed"] == 0
+    check_identities(summary)
     assert summary["prompts_read"] == (summary["prompts_accepted"] + summary["prompts_rejected"]
                                        + summary["prompts_duplicate"])
     manifest = json.loads((res / "report" / "manifest.json").read_text())
@@ -62,6 +66,13 @@ def check_results(work: Path) -> dict:
     assert {Path(o["path"]).name for o in manifest["outputs"]} == {"data.parquet", "train.jsonl", "failed.parquet"}
     assert len(summary["per_shard"]) == 2
     return summary
+
+
+def check_identities(summary: dict) -> None:
+    """The headline is this dataset's tokens over its generation wall; one dataset row per generated prompt."""
+    wall, rate = summary["dataset_generation_wall_s"], summary["dataset_output_tokens_per_s"]
+    assert abs(rate * wall - summary["dataset_completion_tokens"]) <= 0.05 * wall + 1e-3 * rate, summary
+    assert summary["dataset_rows"] == summary["generated"] == summary["dataset_rows_checked"], summary
 
 
 def test_demo_end_to_end_and_single_shard_rerun(workdir):
@@ -102,3 +113,73 @@ def test_sigkill_of_the_whole_run_then_the_same_command_completes(workdir):
     assert max(len(a) for a in attempts) == 2  # the killed attempt, then the one that finished
     assert all(a[-1]["status"] == "finished" for a in attempts)
     assert summary["generated"] == summary["prompts_accepted"]
+
+
+@pytest.fixture(scope="module")
+def finished_demo(tmp_path_factory) -> Path:
+    work = copy_workflow(tmp_path_factory.mktemp("finished"))
+    (work / "config" / "test.yaml").write_text("shards: 2\n")
+    finish(snakemake(work))
+    return work
+
+
+@pytest.fixture
+def finished(finished_demo, tmp_path) -> Path:
+    """A copy of the finished demo (results and Snakemake's metadata, mtimes kept) to make mistakes in."""
+    return Path(shutil.copytree(finished_demo, tmp_path / "work", symlinks=True))
+
+
+def fail(proc, timeout=300) -> str:
+    out, _ = proc.communicate(timeout=timeout)
+    assert proc.returncode != 0, out[-4000:]
+    return out
+
+
+def max_lengths(work: Path) -> dict:
+    return dict(duckdb.sql(f"SELECT source, max(completion_tokens) FROM '{work}/results/dataset/data.parquet' "
+                           "GROUP BY 1").fetchall())
+
+
+def test_a_failed_prompts_job_does_not_leave_a_stale_dataset(finished):
+    (finished / "config" / "test.yaml").write_text("shards: 2\ndefaults: {max_new_tokens: 12}\n")
+    good = (finished / "config" / "demo" / "codefeedback.json").read_bytes()
+    (finished / "config" / "demo" / "codefeedback.json").write_text("{}")  # readable, but prompts rejects it
+    assert "must hold a list of rows" in fail(snakemake(finished))
+    assert not (finished / "results" / "prompts" / "prompts.parquet").exists()  # Snakemake removed the outputs
+
+    (finished / "config" / "demo" / "codefeedback.json").write_bytes(good)
+    out = finish(snakemake(finished))
+    assert "rule prompts" in out and "rule merge" in out
+    lengths = max_lengths(finished)
+    assert lengths.pop("metamathqa") <= 32 and max(lengths.values()) <= 12  # what the config asks for now
+    summary = check_results(finished)
+    # metamathqa keeps its own max_new_tokens, so only the others' rows are new; the old ones are stale
+    assert 0 < summary["stale_rows"] < summary["dataset_rows"]
+    assert summary["parts_rows"] == summary["dataset_rows"] + summary["stale_rows"]
+
+
+def test_a_wrong_source_path_fails_even_when_results_exist(finished):
+    demo = finished / "config" / "demo.yaml"
+    demo.write_text(demo.read_text().replace("config/demo/webinstruct.parquet", "config/demo/webinstrukt.parquet"))
+    out = fail(snakemake(finished))
+    assert "source 'webinstruct': file config/demo/webinstrukt.parquet not found" in out
+
+
+def test_a_deleted_part_is_regenerated_by_a_plain_rerun(finished):
+    part = finished / "results" / "generate" / "shard-000" / "part-00001.parquet"
+    lost = duckdb.sql(f"SELECT count(*) FROM '{part}'").fetchall()[0][0]
+    part.unlink()
+    out = finish(snakemake(finished))
+    assert "rule generate" in out and "rule merge" in out
+    log = (finished / "results" / "logs" / "generate" / "shard-000.log").read_text()
+    assert f"prompts, {lost} to generate" in log and "part-00001.parquet is gone" in log
+    assert check_results(finished)["generated"] == 135
+
+
+def test_an_input_error_fails_once_at_once(finished):
+    demo = finished / "config" / "demo.yaml"
+    demo.write_text(demo.read_text().replace("dataset: config/demo/alpaca_hf", "dataset: nobody/no-such-dataset"))
+    out = fail(snakemake(finished))
+    assert out.count("Error in rule prompts") == 1 and "Trying to restart" not in out
+    log = (finished / "results" / "logs" / "prompts.log").read_text()
+    assert "cannot load HF dataset 'nobody/no-such-dataset'" in log and "Retrying in" not in log  # offline
