@@ -1,7 +1,6 @@
 """`shardgen status`: progress of every shard from split metadata and the parts on disk (the parts index, checked
-against them; lost parts are named), rate and ETA, and the
-current output tokens/s and running requests from the newest telemetry part (SGLang; without telemetry, the
-attempt's average tokens/s from its parts)."""
+against them, with lost parts named), rate and ETA, and the current output tokens/s and running requests from the
+newest telemetry part (SGLang; without telemetry, the attempt's average tokens/s from its parts)."""
 
 import json
 from contextlib import suppress
