@@ -142,12 +142,14 @@ def max_lengths(work: Path) -> dict:
 
 def test_a_failed_prompts_job_does_not_leave_a_stale_dataset(finished):
     (finished / "config" / "test.yaml").write_text("shards: 2\ndefaults: {max_new_tokens: 12}\n")
-    good = (finished / "config" / "demo" / "codefeedback.json").read_bytes()
-    (finished / "config" / "demo" / "codefeedback.json").write_text("{}")  # readable, but prompts rejects it
-    assert "must hold a list of rows" in fail(snakemake(finished))
+    # The HF folder is there (the parse-time check passes) but holds no data file: the prompts job fails. A dataset
+    # folder is no input of prompts, so putting the file back changes nothing Snakemake watches.
+    data = finished / "config" / "demo" / "alpaca_hf" / "data"
+    (data / "train-00000-of-00001.parquet").rename(data / "aside")
+    assert "cannot load HF dataset 'config/demo/alpaca_hf'" in fail(snakemake(finished))
     assert not (finished / "results" / "prompts" / "prompts.parquet").exists()  # Snakemake removed the outputs
 
-    (finished / "config" / "demo" / "codefeedback.json").write_bytes(good)
+    (data / "aside").rename(data / "train-00000-of-00001.parquet")
     out = finish(snakemake(finished))
     assert "rule prompts" in out and "rule merge" in out
     lengths = max_lengths(finished)
