@@ -65,3 +65,12 @@ def test_summary_scopes_hold_their_identities_after_a_sampling_change(make_confi
     identities(second)
     assert second["stale_rows"] == 8 and second["parts_rows"] == 16
     assert second["parts_completion_tokens"] == first["dataset_completion_tokens"] + second["dataset_completion_tokens"]
+
+
+def test_the_per_source_gen_key_function_is_gen_key():
+    from shardgen.keys import gen_key, gen_key_of
+
+    fingerprint = {"model": "m" * 64, "tokenizer": "t", "template": "é"}
+    sampling = {"max_new_tokens": 8, "temperature": 0.7, "top_p": 0.95, "top_k": -1, "extra": '{"a": "ü"}'}
+    pid = "ab" * 32
+    assert gen_key_of(fingerprint, sampling)(pid) == gen_key(pid, fingerprint, sampling)

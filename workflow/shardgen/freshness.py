@@ -8,7 +8,7 @@ import pyarrow.parquet as pq
 
 from shardgen import ShardgenError
 from shardgen.config import Config
-from shardgen.keys import gen_key
+from shardgen.keys import gen_key_of
 from shardgen.model import ModelInfo
 
 
@@ -18,12 +18,12 @@ class StaleError(ShardgenError, RuntimeError):
 
 def stale_by_source(config: Config, path: Path, fingerprint: dict) -> tuple[int, dict[str, int]]:
     """Rows in the parquet file at path, and per source the rows whose gen_key the current config does not give."""
-    settings = {s["name"]: config.gen_settings(s) for s in config["sources"]}
+    key_of = {s["name"]: gen_key_of(fingerprint, config.gen_settings(s)) for s in config["sources"]}
     rows, stale = 0, {}
     for batch in pq.ParquetFile(path).iter_batches(columns=["prompt_id", "gen_key", "source"], batch_size=65536):
         for pid, key, source in zip(*(batch.column(i).to_pylist() for i in range(3))):
             rows += 1
-            if source not in settings or gen_key(pid, fingerprint, settings[source]) != key:
+            if source not in key_of or key_of[source](pid) != key:
                 stale[source] = stale.get(source, 0) + 1
     return rows, stale
 

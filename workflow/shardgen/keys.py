@@ -22,3 +22,13 @@ def prompt_id(messages: list[dict]) -> str:
 def gen_key(prompt_id: str, model_fingerprint: dict, sampling: dict) -> str:
     """Changes with the prompt, the model/tokenizer/template hashes or any sampling parameter."""
     return _sha256_json({"prompt_id": prompt_id, "model": model_fingerprint, "sampling": sampling})
+
+
+def gen_key_of(model_fingerprint: dict, sampling: dict):
+    """gen_key as a function of the prompt_id alone, for checking many prompts of one source: the JSON around the
+    (hex) prompt_id is rendered once."""
+    placeholder = "0" * 64
+    head, tail = json.dumps({"prompt_id": placeholder, "model": model_fingerprint, "sampling": sampling},
+                            ensure_ascii=False, sort_keys=True, separators=(",", ":")).split(placeholder)
+    head, tail = head.encode("utf-8"), tail.encode("utf-8")
+    return lambda pid: hashlib.sha256(head + pid.encode("ascii") + tail).hexdigest()
