@@ -5,7 +5,7 @@
 # (same cache_dir, new process each); arms: (a) and (a') in one engine; workflow: (b) with snakemake and the
 # comparison JSON; drill: kill -9 of the scheduler mid-shard; empty: a start with an empty cache_dir (warm machine).
 set -euo pipefail
-W=/root/vl
+W=${VL_DIR:-/root/vl}
 CONFIG=$W/w/config.yaml
 CACHE=$W/w/results/engine-cache   # the config's engine.cache_dir, resolved: arms and workflow share it
 export PYTHONPATH="$PWD/workflow:${PYTHONPATH:-}" PATH="/root/bin:$PATH"
@@ -15,9 +15,10 @@ case "$1" in
     printf '#!/bin/sh\nexec python3 -m shardgen.cli "$@"\n' > /root/bin/shardgen && chmod +x /root/bin/shardgen
     python3 ../.gpu/kit/make_model.py /root/model --only nh8b > /dev/null
     python3 benchmarks/variable_length.py make --out $W/w --model /root/model/nh8b
-    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee $OUT/gpu.txt ;;
-  starts)
-    for label in cold warm; do
+    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader ;;
+  starts|cold)  # cold: the cold start alone, to warm the cache on a fresh machine
+    labels="cold warm"; [ "$1" = cold ] && labels=cold
+    for label in $labels; do
       python3 benchmarks/engine_start.py --config $CONFIG --cache-dir $CACHE --label $label --out $OUT/starts.json \
         2> $OUT/start-$label.err
     done ;;
