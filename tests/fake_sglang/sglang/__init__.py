@@ -107,10 +107,12 @@ class Engine:
 
     def generate(self, input_ids=None, sampling_params=None, **_):
         """Engine.generate(list): every item at once, results in input order."""
-        async def run_all():
-            return await asyncio.gather(*(self.async_generate(input_ids=ids, sampling_params=sampling_params,
+        params = sampling_params if isinstance(sampling_params, list) else [sampling_params] * len(input_ids)
+
+        async def run_all():  # one sampling dict for all, or one per prompt, as SGLang takes them
+            return await asyncio.gather(*(self.async_generate(input_ids=ids, sampling_params=p,
                                                               rid=f"list-{len(self.seen_rids)}-{i}")
-                                          for i, ids in enumerate(input_ids)))
+                                          for i, (ids, p) in enumerate(zip(input_ids, params))))
         return self.loop.run_until_complete(run_all())
 
     def shutdown(self) -> None:

@@ -16,6 +16,7 @@ import pyarrow as pa
 from shardgen import telemetry
 from shardgen.atomic import write_table
 from shardgen.engines import Request, Result
+from shardgen.engines.kernel_cache import point_caches, resolve
 from shardgen.engines.sglang_args import build_server_args, server_arg_names
 from shardgen.logtap import LogTap
 
@@ -78,6 +79,7 @@ class TelemetryWriter:
 class SGLangEngine:
     def __init__(self, config, model, shard_dir: Path, extra_sampling: dict | None = None, watchdog=None):
         os.environ.setdefault("SGLANG_LOG_MS", "1")  # millisecond timestamps on the scheduler's lines
+        self.cache_env = point_caches(resolve(config["engine"]["cache_dir"], config.results))
         import sglang
         from sglang.srt.server_args import ServerArgs
 
@@ -111,7 +113,8 @@ class SGLangEngine:
 
     def describe(self) -> dict:
         return {"backend": "sglang", "version": self.version, "max_running_requests": self.max_running_requests,
-                "server_args": self.args, "resolved": self.resolved, "startup": self.startup}
+                "server_args": self.args, "resolved": self.resolved, "startup": self.startup,
+                "cache_dir": os.path.dirname(self.cache_env["TRITON_CACHE_DIR"])}
 
     def run(self, coro):
         loop = getattr(self.engine, "loop", None) or asyncio.get_event_loop()

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# The H200 runs behind benchmarks/results/2026-12-03-h200-*: one step per call on one warm machine, in order.
+#   bash benchmarks/h200_session.sh STEP      (from the repo root there; installed kit sourced; results to $OUT)
+# setup: the nh8b dummy-weights model, the workload, `shardgen` on PATH; starts: engine start cold then warm
+# (same cache_dir, new process each); arms: (a) and (a') in one engine; workflow: (b) with snakemake and the
+# comparison JSON; drill: kill -9 of the scheduler mid-shard; empty: a start with an empty cache_dir (warm machine).
+set -euo pipefail
+W=${VL_DIR:-/root/vl}
+CONFIG=$W/w/config.yaml
+CACHE=$W/w/results/engine-cache   # the config's engine.cache_dir, resolved: arms and workflow share it
+export PYTHONPATH="$PWD/workflow:${PYTHONPATH:-}" PATH="/root/bin:$PATH"
+case "$1" in
+  setup)
+    mkdir -p /root/bin "$W"
+    printf '#!/bin/sh\nexec python3 -m shardgen.cli "$@"\n' > /root/bin/shardgen && chmod +x /root/bin/shardgen
+    python3 ../.gpu/kit/make_model.py /root/model --only nh8b > /dev/null
+    python3 benchmarks/variable_length.py make --out $W/w --model /root/model/nh8b
+    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader ;;
+  starts|cold)  # cold: the cold start alone, to warm the cache on a fresh machine
+    labels="cold warm"; [ "$1" = cold ] && labels=cold
+    for label in $labels; do
+      python3 benchmarks/engine_start.py --config $CONFIG --cache-dir $CACHE --label $label --out $OUT/starts.json \
+        2> $OUT/start-$label.err
+    done ;;
+  arms)
+    python3 benchmarks/variable_length.py arms --config $CONFIG --out $OUT/arms.json 2> $OUT/arms.err
+    cp $OUT/arms.json $W/arms.json ;;
+  workflow)
+    t0=$(date +%s.%N)
+    snakemake --cores 16 --resources gpu=1 --configfile $CONFIG > $OUT/workflow.snakemake.log 2>&1 || true
+    t1=$(date +%s.%N)
+    cp $W/w/results/logs/generate/shard-000.log $OUT/workflow-generate.log || true
+    python3 benchmarks/variable_length.py collect --config $CONFIG --arms $W/arms.json \
+      --wall "$(python3 -c "print($t1 - $t0)")" --out $OUT/variable_length.json
+    cp $W/w/results/generate/shard-000.done.json $OUT/workflow-done.json ;;
+  drill)
+    python3 benchmarks/scheduler_drill.py --config $CONFIG --out $OUT/drill.json 2> $OUT/drill.err
+    cp $W/w/results-drill/logs/generate/shard-000.log $OUT/drill-generate.log || true ;;
+  empty)
+    python3 benchmarks/engine_start.py --config $CONFIG --cache-dir $W/empty-cache --label empty_cache_warm_machine \
+      --out $OUT/starts-empty.json 2> $OUT/start-empty.err ;;
+esac
