@@ -116,6 +116,14 @@ def cmd_query(args):
     print(_table(db.query(con, args.name)))
 
 
+def _hardware(args) -> tuple[Path | None, str | None, dict]:
+    """Model folder, GPU name and peak overrides: the options, else the config (--config or SHARDGEN_CONFIG)."""
+    config = _config(args) if args.config or os.environ.get(CONFIG_ENV) else None
+    model = args.model or (config["model"]["path"] if config else None)
+    hardware = config["hardware"] if config else {}
+    return (Path(model) if model else None), args.gpu or hardware.get("gpu"), hardware.get("peaks", {})
+
+
 def cmd_diagnose(args):
     from shardgen.diagnose import render, report
 
@@ -124,7 +132,7 @@ def cmd_diagnose(args):
     if not paths:
         raise ConfigError(f"nothing to diagnose: give SGLang log files or shard folders (none with telemetry in "
                           f"{layout.generate_dir})")
-    result = report(paths)
+    result = report(paths, *_hardware(args))
     print(json.dumps(result, indent=1) if args.json else render(result))
 
 
@@ -214,6 +222,9 @@ def parser() -> argparse.ArgumentParser:
     p = add("diagnose", cmd_diagnose, "what limits throughput, from SGLang logs or shard telemetry")
     p.add_argument("paths", nargs="*", help="SGLang log files or generate/shard-NNN folders (default: every shard)")
     p.add_argument("--json", action="store_true")
+    p.add_argument("--model", help="model folder (its config.json) for the efficiency (default: the config's model)")
+    p.add_argument("--gpu", help='GPU name as nvidia-smi reports it, e.g. "NVIDIA H200" (default: the run\'s, '
+                   "else hardware.gpu)")
     p = add("tune", cmd_tune, "measure hybrid-Mamba settings on a prompt sample, one fresh engine per setting")
     p.add_argument("--sample", type=int, default=2000, help="prompts sampled from the prompt set (default 2000)")
     p.add_argument("--seed", type=int, default=None, help="sample seed (default: the config's seed)")
