@@ -111,8 +111,9 @@ def test_generate_through_the_adapter(make_config, write_jsonl, version, monkeyp
 
     # the shard's telemetry and done file are enough to diagnose it: the cap of 6 is the fake's 18 mamba slots / 3
     assert main(["--results", str(layout.root), "diagnose", "--json"]) == 0
-    findings = json.loads(capsys.readouterr().out)[str(layout.shard_dir(0))]
-    assert [f["code"] for f in findings] == ["mamba_pool_bound"]
+    result = json.loads(capsys.readouterr().out)[str(layout.shard_dir(0))]
+    assert [f["code"] for f in result["findings"]] == ["mamba_pool_bound"]
+    assert engine["gpu_name"] is None and result["efficiency"] is None  # no CUDA here: no GPU name, no peaks
 
 
 def test_aborted_request_is_recorded_with_the_engine_message(make_config, write_jsonl, monkeypatch, tmp_path):
