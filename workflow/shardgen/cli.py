@@ -157,15 +157,39 @@ def cmd_tune(args):
 
 
 def cmd_status(args):
+    from shardgen import eta
     from shardgen.status import status
 
     layout = Layout(_results_dir(args))
     while True:
-        print(_table(status(layout)), flush=True)
+        rows = status(layout)
+        run = eta.annotate(layout, rows)
+        print(_table(rows) + "\n" + eta.render(run), flush=True)
         if not args.watch:
             return
         time.sleep(args.watch)
         print()
+
+
+def cmd_forecast(args):
+    from shardgen import forecast as fc
+
+    config = _config(args) if args.config or os.environ.get(CONFIG_ENV) else None
+    layout = Layout(config.results if config else Path(args.results))
+    if args.log:
+        rate = fc.rate_from_log(Path(args.log))
+    elif args.tok_per_s or args.req_per_s:
+        rate = {"tok_per_s_per_gpu": args.tok_per_s, "measured": "given on the command line"}
+    else:
+        rate = fc.rate_from_results(layout)
+    prompts = args.prompts or fc.planned_prompts(layout)
+    output_tokens = args.output_tokens or rate.get("output_tokens_measured")
+    gpus = args.gpus or (config and max(1, config["gpus"] // config["engine"]["tp_size"]))
+    if not (prompts and output_tokens and gpus):
+        raise fc.ForecastError("give --prompts, --output-tokens and --gpus (or --config for a built prompt set, a "
+                               "run's measured output length and its GPU count)")
+    result = fc.forecast(prompts, output_tokens, gpus, rate["tok_per_s_per_gpu"], args.req_per_s, rate["measured"])
+    print(json.dumps(result, indent=1) if args.json else fc.render(result))
 
 
 def cmd_reset(args):
@@ -237,6 +261,14 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="tune folder (default: <results_dir>/tune)")
     add("status", cmd_status, "progress of every shard").add_argument(
         "--watch", type=float, nargs="?", const=5.0, default=None, help="refresh every N seconds")
+    p = add("forecast", cmd_forecast, "time to the dataset for a planned job, from a measured rate")
+    p.add_argument("--prompts", type=int, help="prompts (default: the built prompt set of --config/--results)")
+    p.add_argument("--output-tokens", type=float, help="mean output tokens per prompt (default: the run's measured)")
+    p.add_argument("--gpus", type=int, help="GPUs, one engine each (default: the config's gpus / tp_size)")
+    p.add_argument("--tok-per-s", type=float, help="output tok/s per GPU (default: --log, else the run's own)")
+    p.add_argument("--req-per-s", type=float, help="whole-run requests/s instead of a per-GPU token rate")
+    p.add_argument("--log", help="an SGLang log: its decode lines' gen throughput is the per-GPU rate")
+    p.add_argument("--json", action="store_true")
     add("reset", cmd_reset, "start a shard over (parts moved aside)").add_argument("shard", type=int)
     return ap
 
