@@ -1,13 +1,14 @@
 """The ETA of a running shard and of the whole run, in output tokens.
 
-rate = the tokens the current attempt has committed / (its newest part's commit time - its engine start), so
-engine start-up is left out and the measurement ends at a commit (between commits nothing looks slower). The
-rate includes the fill at the start (the first completions arrive a whole request latency after the engine
-starts, while requests are generated all along), which is about the length of the tail at the end (when the queue
-empties, the last window of requests finishes with fewer and fewer running): the two cancel, so the ETA is
-newest commit + remaining tokens / rate, remaining = the prompts left x the mean committed output length.
-Restarts: an attempt that has committed nothing yet is timed with the previous attempt's rate, plus that
-attempt's start-up time while its engine is still starting; tokens committed by earlier attempts count as done."""
+rate = the tokens the current attempt committed after its first commit / (newest commit - first commit): engine
+start-up, warm-up and the fill (the first completions arrive a whole request latency after the engine starts)
+are left out, and the measurement ends at a commit (between commits nothing looks slower). ETA = newest commit +
+remaining tokens / rate, remaining = the prompts left x the mean committed output length. The tail (the queue
+empty, the last window of requests finishing with fewer and fewer running) needs no extra term: by Little's law
+the running requests at full rate take one mean request latency to finish, about what the last ones take anyway;
+what it leaves out is the spread of output lengths (the longest last requests). Restarts: an attempt with fewer
+than two commits is timed with the previous attempt's rate, starting after the previous attempt's start-up
+(its start to its first commit) has passed; tokens committed by earlier attempts count as done."""
 
 import json
 from contextlib import suppress
@@ -38,13 +39,12 @@ def _parts(shard_dir: Path) -> list[dict]:
     return parts
 
 
-def _rate(attempt: dict, parts: list[dict]) -> tuple[float, float] | None:
-    """(tokens/s, newest commit time) of one attempt, or None before its first commit."""
-    mine = [p for p in parts if p["attempt"] == attempt["attempt"]]
-    start = datetime.fromisoformat(attempt.get("engine_started_at") or attempt["started_at"]).timestamp()
-    if not mine or (last := max(p["at"] for p in mine)) <= start:
+def _rate(attempt: dict, parts: list[dict]) -> tuple[float, float, float] | None:
+    """(tokens/s, first commit, newest commit) of one attempt, or None before its second commit."""
+    mine = sorted((p for p in parts if p["attempt"] == attempt["attempt"]), key=lambda p: p["at"])
+    if len(mine) < 2 or mine[-1]["at"] <= mine[0]["at"]:
         return None
-    return sum(p["tokens"] for p in mine) / (last - start), last
+    return sum(p["tokens"] for p in mine[1:]) / (mine[-1]["at"] - mine[0]["at"]), mine[0]["at"], mine[-1]["at"]
 
 
 def shard_eta(shard_dir: Path, prompts: int, now: float) -> dict:
@@ -58,13 +58,10 @@ def shard_eta(shard_dir: Path, prompts: int, now: float) -> dict:
     out["remaining_tokens"] = round(remaining)
     last = attempts[-1]
     if measured := _rate(last, parts):
-        rate, since = measured
+        rate, since = measured[0], measured[2]
     elif len(attempts) > 1 and (previous := _rate(attempts[-2], parts)):
-        rate, since = previous[0], now
-        if not last.get("engine_started_at") and attempts[-2].get("engine_started_at"):
-            startup = (datetime.fromisoformat(attempts[-2]["engine_started_at"])
-                       - datetime.fromisoformat(attempts[-2]["started_at"])).total_seconds()
-            since = max(now, datetime.fromisoformat(last["started_at"]).timestamp() + startup)
+        startup = previous[1] - datetime.fromisoformat(attempts[-2]["started_at"]).timestamp()
+        rate, since = previous[0], max(now, datetime.fromisoformat(last["started_at"]).timestamp() + startup)
     else:
         return out
     out.update(tok_per_s=round(rate, 1), eta_s=round(max(0.0, since + remaining / rate - now)))

@@ -69,7 +69,7 @@ def forecast(prompts: int, output_tokens: float, gpus: int, tok_per_s_per_gpu: f
         raise ForecastError("no rate: give --tok-per-s, --req-per-s, --log, or run it inside a run's results")
     return {"prompts": prompts, "output_tokens_per_prompt": output_tokens, "gpus": gpus,
             "output_tokens": round(tokens), "rate": basis, "measured": measured,
-            "hours": round(seconds / SECONDS_PER_HOUR, 1), "days": round(seconds / SECONDS_PER_HOUR / 24, 2),
+            "seconds": round(seconds), "hours": round(seconds / SECONDS_PER_HOUR, 1), "days": round(seconds / SECONDS_PER_HOUR / 24, 2),
             "assumption": __doc__.split("\n\n")[1].replace("\n", " ")}
 
 
