@@ -12,6 +12,7 @@ from shardgen.config import Config
 from shardgen.figures import draw
 from shardgen.layout import Layout
 from shardgen.model import ModelInfo
+from shardgen.outlook import markdown as outlook_markdown, outlook
 from shardgen.sources import file_sha256
 
 VERSIONED = ("shardgen", "snakemake", "duckdb", "pyarrow", "torch", "transformers", "sglang", "tokenizers", "datasets")
@@ -83,7 +84,7 @@ def tail_note(tails: list[dict]) -> str | None:
 
 def markdown(record: dict, tails: list[dict] | None = None, figures: list[Path] = ()) -> str:
     lines = ["# shardgen report", "", "| metric | value |", "|---|---|"]
-    lines += [f"| {k} | {v} |" for k, v in record.items() if not isinstance(v, list)]
+    lines += [f"| {k} | {v} |" for k, v in record.items() if not isinstance(v, (list, dict))]
     for title in ("per_source", "per_shard"):
         rows = record[title]
         if rows:
@@ -98,9 +99,11 @@ def report(config: Config, outputs: list[Path], done_files: list[Path], out_dir:
     layout = Layout(config.results)
     con = _connect(layout)
     record = summary(con)
+    record.update(outlook(config, layout, done_files, record))
     write_text(json.dumps(record, indent=1), out_dir / "summary.json")
     write_text(json.dumps(manifest(con, config, record["per_source"], outputs, done_files), indent=1, default=str),
                out_dir / "manifest.json")
-    figures = draw(con, out_dir / "figures")
-    write_text(markdown(record, _jsonable(db.query(con, "tail")), figures), out_dir / "report.md")
+    figures = draw(con, out_dir / "figures", record)
+    write_text(markdown(record, _jsonable(db.query(con, "tail")), figures) + outlook_markdown(record),
+               out_dir / "report.md")
     return record
