@@ -116,9 +116,17 @@ def cmd_query(args):
     print(_table(db.query(con, args.name)))
 
 
+def _full_config(args) -> Config | None:
+    """The whole config where one is given and complete (an overlay with just results_dir is not)."""
+    try:
+        return _config(args) if args.config or os.environ.get(CONFIG_ENV) else None
+    except ConfigError:
+        return None
+
+
 def _hardware(args) -> tuple[Path | None, str | None, dict]:
     """Model folder, GPU name and peak overrides: the options, else the config (--config or SHARDGEN_CONFIG)."""
-    config = _config(args) if args.config or os.environ.get(CONFIG_ENV) else None
+    config = _full_config(args)
     model = args.model or (config["model"]["path"] if config else None)
     hardware = config["hardware"] if config else {}
     return (Path(model) if model else None), args.gpu or hardware.get("gpu"), hardware.get("peaks", {})
@@ -174,21 +182,7 @@ def cmd_status(args):
 def cmd_forecast(args):
     from shardgen import forecast as fc
 
-    config = _config(args) if args.config or os.environ.get(CONFIG_ENV) else None
-    layout = Layout(config.results if config else Path(args.results))
-    if args.log:
-        rate = fc.rate_from_log(Path(args.log))
-    elif args.tok_per_s or args.req_per_s:
-        rate = {"tok_per_s_per_gpu": args.tok_per_s, "measured": "given on the command line"}
-    else:
-        rate = fc.rate_from_results(layout)
-    prompts = args.prompts or fc.planned_prompts(layout)
-    output_tokens = args.output_tokens or rate.get("output_tokens_measured")
-    gpus = args.gpus or (config and max(1, config["gpus"] // config["engine"]["tp_size"]))
-    if not (prompts and output_tokens and gpus):
-        raise fc.ForecastError("give --prompts, --output-tokens and --gpus (or --config for a built prompt set, a "
-                               "run's measured output length and its GPU count)")
-    result = fc.forecast(prompts, output_tokens, gpus, rate["tok_per_s_per_gpu"], args.req_per_s, rate["measured"])
+    result = fc.from_options(args, _full_config(args), Layout(_results_dir(args)))
     print(json.dumps(result, indent=1) if args.json else fc.render(result))
 
 

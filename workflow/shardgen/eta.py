@@ -100,7 +100,7 @@ def annotate(layout, rows: list[dict], now: float | None = None) -> dict:
 
 def render(run: dict) -> str:
     if run["eta_s"] is None:
-        return "run: no ETA yet (no attempt has committed a part)"
+        return "run: no ETA yet (a rate needs two commits of one attempt)"
     share = f"{run['output_tokens_share']:.1%} of the output tokens committed" if run["output_tokens_share"] else ""
     hours = run["eta_s"] / 3600
     return (f"run: {share}, {run['output_tok_per_s']} output tok/s now, ETA {run['eta_s']} s ({hours:.1f} h) "

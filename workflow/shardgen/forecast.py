@@ -73,6 +73,24 @@ def forecast(prompts: int, output_tokens: float, gpus: int, tok_per_s_per_gpu: f
             "assumption": __doc__.split("\n\n")[1].replace("\n", " ")}
 
 
+def from_options(args, config, layout) -> dict:
+    """`shardgen forecast`: the rate from --log, --tok-per-s/--req-per-s or the run; sizes from the options, else
+    the built prompt set, the run's measured output length and the config's GPUs."""
+    if args.log:
+        rate = rate_from_log(Path(args.log))
+    elif args.tok_per_s or args.req_per_s:
+        rate = {"tok_per_s_per_gpu": args.tok_per_s, "measured": "given on the command line"}
+    else:
+        rate = rate_from_results(layout)
+    prompts = args.prompts or planned_prompts(layout)
+    output_tokens = args.output_tokens or rate.get("output_tokens_measured")
+    gpus = args.gpus or (config and max(1, config["gpus"] // config["engine"]["tp_size"]))
+    if not (prompts and output_tokens and gpus):
+        raise ForecastError("give --prompts, --output-tokens and --gpus (or --config for a built prompt set, a "
+                            "run's measured output length and its GPU count)")
+    return forecast(prompts, output_tokens, gpus, rate["tok_per_s_per_gpu"], args.req_per_s, rate["measured"])
+
+
 def render(result: dict) -> str:
     return (f"{result['prompts']:,} prompts x {result['output_tokens_per_prompt']:,.0f} output tokens on "
             f"{result['gpus']} GPU(s) at {result['rate']}: {result['hours']:,} h ({result['days']} days)\n"
