@@ -142,10 +142,11 @@ def _running_cap(run: Run, cap: int, waiting: list[int], kv: float, sized_to_cap
     per_request = max((efficiency.context_tokens(run.rows[i], facts) or 0) / run.rows[i]["running"] for i in waiting)
     room = "KV room left: unknown (no pool sizes in the log)"
     more = None
-    if (tokens := facts.get("kv_pool_tokens")) and (kv_gb := facts.get("kv_pool_gb")):
+    slot_gb = facts["mamba_pool_gb"] / facts["max_mamba_cache_size"] if sized_to_cap else 0
+    if (tokens := facts.get("kv_pool_tokens")) and (kv_gb := facts.get("kv_pool_gb")) and (
+            cost_gb := slot_gb + per_request * kv_gb / tokens):
         free_gb = kv_gb * (1 - kv)
-        slot_gb = facts["mamba_pool_gb"] / facts["max_mamba_cache_size"] if sized_to_cap else 0
-        more = int(free_gb / (slot_gb + per_request * kv_gb / tokens))
+        more = int(free_gb / cost_gb)
         room = (f"KV usage peaked at {kv:.2f} ({free_gb:.1f} of {kv_gb} GB free); at {per_request:.0f} tokens per "
                 f"request" + (f" and {slot_gb * 1000:.1f} MB of mamba state each" if slot_gb else "") +
                 f" about {more} more requests fit")

@@ -1,8 +1,9 @@
 """The ETA of a running shard and of the whole run, in output tokens.
 
-rate = the tokens the current attempt committed after its first commit / (newest commit - first commit): engine
-start-up, warm-up and the fill (the first completions arrive a whole request latency after the engine starts)
-are left out, and the measurement ends at a commit (between commits nothing looks slower). ETA = newest commit +
+rate = the tokens the current attempt committed over the newer half of its commits / the time they span: engine
+start-up, warm-up (on the CPU the first batches run several times slower) and the fill (the first completions
+arrive a whole request latency after the engine starts) are left out, a change of speed is followed, and the
+measurement ends at a commit (between commits nothing looks slower). ETA = newest commit +
 remaining tokens / rate, remaining = the prompts left x the mean committed output length. The tail (the queue
 empty, the last window of requests finishing with fewer and fewer running) needs no extra term: by Little's law
 the running requests at full rate take one mean request latency to finish, about what the last ones take anyway;
@@ -40,11 +41,14 @@ def _parts(shard_dir: Path) -> list[dict]:
 
 
 def _rate(attempt: dict, parts: list[dict]) -> tuple[float, float, float] | None:
-    """(tokens/s, first commit, newest commit) of one attempt, or None before its second commit."""
+    """(tokens/s over the newer half of the attempt's commits, first commit, newest commit), or None before its
+    second commit."""
     mine = sorted((p for p in parts if p["attempt"] == attempt["attempt"]), key=lambda p: p["at"])
-    if len(mine) < 2 or mine[-1]["at"] <= mine[0]["at"]:
+    base = mine[(len(mine) - 1) // 2] if len(mine) >= 2 else None
+    if base is None or mine[-1]["at"] <= base["at"]:
         return None
-    return sum(p["tokens"] for p in mine[1:]) / (mine[-1]["at"] - mine[0]["at"]), mine[0]["at"], mine[-1]["at"]
+    newer = mine[(len(mine) - 1) // 2 + 1:]
+    return sum(p["tokens"] for p in newer) / (mine[-1]["at"] - base["at"]), mine[0]["at"], mine[-1]["at"]
 
 
 def shard_eta(shard_dir: Path, prompts: int, now: float) -> dict:
