@@ -25,8 +25,9 @@ def codes(path) -> list[str]:
     ("nh8b-extra_buffer-ratio8.log", ["mamba_pool_bound"]),
     ("tiny-no_buffer-fa3.log", ["cuda_graph_uncovered"]),
     ("tune-nh8b-extra_buffer-ratio8.log", ["mamba_pool_bound"]),
-    ("tune-nh8b-no_radix-1024-fp32.log", ["kv_bound"]),
-    ("tune-nh8b-no_radix-1024-bf16.log", ["running_cap_bound"]),  # the user's cap, 477 waiting, KV at 0.18
+    ("tune-nh8b-no_radix-1024-fp32.log", ["kv_bound", "compute_saturated"]),  # 954 -> 1024 in the tail: flat
+    # the user's cap with 477 waiting and KV at 0.18, but 9,911 tok/s at 477 running in the tail vs 10,208 at 1023
+    ("tune-nh8b-no_radix-1024-bf16.log", ["running_cap_bound", "compute_saturated"]),
 ])
 def test_real_logs(name, expected):
     assert codes(LOGS / name) == expected
@@ -106,14 +107,26 @@ def test_running_cap_bound_says_how_much_room_is_left():
     # request; a mamba slot = 49.46 GB / 1024 = 48.3 MB; 47.5 GB / (48.3 MB + 650 x 15.26 KB) = 815 more requests
     assert "max_running_requests = 1024 with up to 477 requests waiting" in finding.message
     assert "about 815 more requests fit" in finding.message and "48.3 MB of mamba state" in finding.message
-    assert "about 1676" in finding.advice[0] and "(now 1024)" in finding.advice[1]
+    assert "buys little" in finding.advice[0] and "(now 1024)" in finding.advice[1]  # the tail shows it flat
     assert all("#queue-req: 477" in e for e in finding.evidence)
+    saturated = diagnose(read_log(LOGS / "tune-nh8b-no_radix-1024-bf16.log"))[1]
+    assert "(9911 -> 10208 tok/s) across running 477 -> 1023" in saturated.message
+    assert ["#running-req: 1023" in saturated.evidence[0], "#running-req: 477" in saturated.evidence[1]] == [True] * 2
 
 
 def test_running_cap_bound_only_with_work_waiting(tmp_path):
     capped = [(512, 40, 0.3, 8000, True)] * 8
-    assert codes(synthetic(tmp_path, capped, cap=512, pool=512, strategy="", radix="True", graphs=512)) == [
-        "running_cap_bound"]
+    found = diagnose(read_log(synthetic(tmp_path, capped, cap=512, pool=512, strategy="", radix="True", graphs=512)))
+    assert [f.code for f in found] == ["running_cap_bound"]
+    # no "KV Cache is allocated" line: the room is unknown, and the advice is to make KV room first
+    assert "unknown" in found[0].message and "mem_fraction_static" in found[0].advice[0]
+    kv_line = f"[{T0:%Y-%m-%d %H:%M:%S}] KV Cache is allocated. dtype: torch.bfloat16, #tokens: 900000, K size: " \
+              "9.00 GB, V size: 9.00 GB"
+    found = diagnose(read_log(synthetic(tmp_path, capped, cap=512, pool=512, strategy="", radix="True", graphs=512,
+                                        extra=[kv_line])))
+    # 18 GB x (1 - 0.3) = 12.6 GB free; a request: 41 GB / 512 = 80.1 MB of mamba slot + 1000 / 512 = 2 tokens x
+    # 18 GB / 900,000 = 0.04 MB of KV -> 157 more; advice: 512 + 80% of 157 = 637
+    assert "about 157 more requests fit" in found[0].message and "about 637" in found[0].advice[0]
     drained = [(512, 0, 0.3, 8000, True)] * 8  # at the cap with nothing waiting: the cap costs nothing
     assert "running_cap_bound" not in codes(synthetic(tmp_path, drained, cap=512, pool=512, strategy="",
                                                       radix="True", graphs=512))

@@ -124,12 +124,12 @@ def _full_config(args) -> Config | None:
         return None
 
 
-def _hardware(args) -> tuple[Path | None, str | None, dict]:
-    """Model folder, GPU name and peak overrides: the options, else the config (--config or SHARDGEN_CONFIG)."""
+def _hardware(args) -> tuple[Path | None, str | None, dict, str | None]:
+    """Model folder, --gpu, peak overrides and the fallback GPU name: the options, else the config."""
     config = _full_config(args)
     model = args.model or (config["model"]["path"] if config else None)
     hardware = config["hardware"] if config else {}
-    return (Path(model) if model else None), args.gpu or hardware.get("gpu"), hardware.get("peaks", {})
+    return (Path(model) if model else None), args.gpu, hardware.get("peaks", {}), hardware.get("gpu")
 
 
 def cmd_diagnose(args):

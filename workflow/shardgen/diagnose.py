@@ -109,6 +109,11 @@ def diagnose(run: Run, eff: dict | None = None) -> list[Finding]:
                  "cuda_graph_max_bs_decode); shardgen does it when engine.max_running_requests is set"],
                 _evidence(run, eager)))
     findings += _saturation(run, steady, eff) + _prefill(run, steady) + _retractions(run)
+    codes = {f.code for f in findings}
+    for f in findings:
+        if f.code == "running_cap_bound" and "compute_saturated" in codes:
+            f.advice = ["raising max_running_requests buys little: decode throughput is flat across running "
+                        "(compute_saturated); the room above is for longer outputs"] + f.advice[1:]
     return findings
 
 
@@ -180,18 +185,25 @@ def _saturation(run: Run, steady: list[int], eff: dict | None) -> list[Finding]:
                         f"TFLOP/s ({eff['of_peak_tflops']:.0%} of the {eff['gpu']} peak): the GPU is saturated",
                         ["raising the running cap will not help; keep the current cap"],
                         _evidence(run, steady or [i for i, r in enumerate(run.rows) if r["kind"] == "decode"]))]
+    decode = [i for i, r in enumerate(run.rows) if r["kind"] == "decode"]  # the tail too: running falls there
     by_running: dict[int, list[float]] = {}
-    for i in steady:
+    for i in decode:
         by_running.setdefault(run.rows[i]["running"], []).append(run.rows[i]["gen_throughput"])
     if len(by_running) < 2:
         return []
     low, high = min(by_running), max(by_running)
     rate = {k: sorted(v)[len(v) // 2] for k, v in by_running.items()}
     if high >= 1.5 * low and rate[high] < 1.1 * rate[low]:
+        roofline = (f"; the roofline says {eff['bound']}-bound, {eff['dominant_bytes']} moving the most bytes, at "
+                    f"{eff['of_peak_tflops']:.0%} of the FLOP/s and {eff['of_peak_tbps']:.0%} of the bandwidth peak"
+                    if eff else "")
         return [Finding("compute_saturated", f"decode throughput stayed flat ({rate[low]:.0f} -> {rate[high]:.0f} "
-                        f"tok/s) while running grew {low} -> {high}: the GPU is saturated",
-                        ["raising the running cap will not help; keep the current cap"],
-                        _evidence(run, [i for i in steady if run.rows[i]["running"] in (low, high)]))]
+                        f"tok/s) across running {low} -> {high}: more running requests add no throughput, the GPU "
+                        f"is saturated at this step cost{roofline}",
+                        ["raising the running cap will not help; keep the current cap"] + (
+                            ["a cheaper step helps: mamba_ssm_dtype: bfloat16 halves the state traffic"]
+                            if eff and eff["dtypes"]["ssm_state"] == "float32" and "M" in eff["layers"] else []),
+                        [run.lines[next(i for i in reversed(decode) if run.rows[i]["running"] == k)] for k in (high, low)])]
     return []
 
 
@@ -225,15 +237,18 @@ def read(path: Path) -> Run:
     return read_shard(path) if path.is_dir() else read_log(path)
 
 
-def examine(path: Path, model_dir: Path | None, gpu: str | None, peaks: dict | None = None) -> dict:
-    """Findings and efficiency of one log or shard folder; the shard's done file names its GPU when `gpu` is None."""
+def examine(path: Path, model_dir: Path | None, gpu: str | None, peaks: dict | None = None,
+            default_gpu: str | None = None) -> dict:
+    """Findings and efficiency of one log or shard folder. The GPU: `gpu` (--gpu), else the one the shard's done
+    file names, else `default_gpu` (hardware.gpu)."""
     run = read(path)
-    eff, note = efficiency.describe(run.rows, run.facts, run.args, model_dir, gpu or run.gpu, peaks)
+    eff, note = efficiency.describe(run.rows, run.facts, run.args, model_dir, gpu or run.gpu or default_gpu, peaks)
     return {"findings": [asdict(f) for f in diagnose(run, eff)], "efficiency": eff, "efficiency_note": note}
 
 
-def report(paths: list[Path], model_dir: Path | None = None, gpu: str | None = None, peaks: dict | None = None) -> dict:
-    return {str(p): examine(p, model_dir, gpu, peaks) for p in paths}
+def report(paths: list[Path], model_dir: Path | None = None, gpu: str | None = None, peaks: dict | None = None,
+           default_gpu: str | None = None) -> dict:
+    return {str(p): examine(p, model_dir, gpu, peaks, default_gpu) for p in paths}
 
 
 def _efficiency_line(eff: dict | None, note: str | None) -> str:

@@ -70,7 +70,7 @@ def efficiency(rows: list[dict], facts: dict, args: dict, model: Model, gpu: str
         "dominant_bytes": max(step_bytes, key=step_bytes.get),
         "decode_tok_per_s": round(median(r["gen_throughput"] for r in lines), 1),
         "running": int(median(r["running"] for r in lines)), "mean_context": round(context, 1),
-        "dtypes": types, "decode_lines": len(lines),
+        "dtypes": types, "layers": model.pattern, "decode_lines": len(lines),
         "warning": ("above the GPU's peak: the model config or the GPU does not match the run"
                     if achieved_tflops > peak.tflops or achieved_tbps > peak.tbps else None),
         "basis": "median over decode lines while requests waited (else all decode lines); per step: weights read "

@@ -20,7 +20,7 @@ def efficiency_rows(config, layout, done_files: list[Path]) -> list[dict]:
         if not any(shard_dir.glob("telemetry-*.parquet")):
             rows.append({"shard": record["shard"], "note": "no SGLang telemetry (CPU engine): no efficiency"})
             continue
-        entry = examine(shard_dir, Path(config["model"]["path"]), hardware["gpu"], hardware["peaks"])
+        entry = examine(shard_dir, Path(config["model"]["path"]), None, hardware["peaks"], hardware["gpu"])
         eff = entry["efficiency"] or {}
         rows.append({"shard": record["shard"], **{k: eff.get(k) for k in (
             "gpu", "achieved_tflops", "peak_tflops", "of_peak_tflops", "achieved_tbps", "peak_tbps", "of_peak_tbps",
