@@ -21,7 +21,7 @@ from shardgen.status import status
 
 @pytest.mark.slow
 def test_eta_at_ten_percent_is_within_ten_percent_of_the_duration(make_config, write_jsonl):
-    path = write_jsonl("a.jsonl", [{"query": f"Count from {i} to {i + 40}, one number a line."} for i in range(480)])
+    path = write_jsonl("a.jsonl", [{"query": f"Count from {i} to {i + 40}, one number a line."} for i in range(960)])
     config = make_config([{"name": "a", "path": path, "format": "query_response"}], shards=1,
                          checkpoint={"every_records": 8, "every_seconds": 1}, defaults={"max_new_tokens": 24})
     layout = Layout(config.results)
