@@ -30,7 +30,8 @@ def test_status_query_and_reset(make_config, write_jsonl, capsys):
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].split() == ["shard", "prompts", "committed", "done", "rate_per_s", "eta_s", "out_tok_per_s",
                                 "running", "lost_parts"]
-    assert [line.split()[:4] for line in lines[2:]] == [["0", "3", "3", "True"], ["1", "3", "3", "True"]]
+    assert [line.split()[:4] for line in lines[2:-1]] == [["0", "3", "3", "True"], ["1", "3", "3", "True"]]
+    assert lines[-1].startswith("run: 100.0% of the output tokens committed") and "ETA 0 s" in lines[-1]
 
     (layout.shard_dir(0) / "parts-index.jsonl").unlink()  # as if killed between a part's rename and its index line
     assert main(["--results", results, "status"]) == 0
@@ -75,7 +76,8 @@ def test_status_shows_live_tokens_per_second_from_the_newest_telemetry(tmp_path,
     pq.write_table(table([decode(30, 100, 1000.0)]), shard_dir / "telemetry-00000.parquet")
     pq.write_table(table([decode(8, 250, 5000.0), decode(2, 256, 6000.0)]), shard_dir / "telemetry-00001.parquet")
     assert main(["--results", str(layout.root), "status"]) == 0
-    header, _, line = capsys.readouterr().out.splitlines()
+    header, _, line, run = capsys.readouterr().out.splitlines()
+    assert run == "run: no ETA yet (a rate needs two commits of one attempt)"
     shown = dict(zip(header.split(), line.split()))
     assert (shown["committed"], shown["out_tok_per_s"], shown["running"]) == ("10", "5500", "256")
 

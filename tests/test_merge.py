@@ -43,8 +43,13 @@ def test_twice_committed_rows_keep_the_earliest_and_are_counted(make_config, wri
     assert summary["generated"] == 8
     md = (layout.report_dir / "report.md").read_text()
     assert "Tail across shards:" in md and "![throughput](figures/throughput.png)" in md
-    for name in ("throughput", "engine", "lengths", "shards"):
+    for name in ("throughput", "engine", "lengths", "shards", "outlook"):
         assert (layout.report_dir / "figures" / f"{name}.png").read_bytes()[:4] == b"\x89PNG"
+    # efficiency and forecast beside throughput: the CPU engine has no telemetry, so no efficiency, but a forecast
+    assert [row["note"] for row in summary["efficiency"]] == ["no SGLang telemetry (CPU engine): no efficiency"] * 2
+    forecast = summary["forecast"]
+    assert forecast["gpus"] == 1 and forecast["tok_per_s_per_gpu"] > 0 and forecast["hours_per_100000_prompts"] > 0
+    assert "## forecast" in md and "Assumption:" in md and "## efficiency" in md
 
 
 def test_merge_names_prompts_that_are_neither_generated_nor_failed(make_config, write_jsonl):

@@ -111,8 +111,13 @@ def test_generate_through_the_adapter(make_config, write_jsonl, version, monkeyp
 
     # the shard's telemetry and done file are enough to diagnose it: the cap of 6 is the fake's 18 mamba slots / 3
     assert main(["--results", str(layout.root), "diagnose", "--json"]) == 0
-    findings = json.loads(capsys.readouterr().out)[str(layout.shard_dir(0))]
-    assert [f["code"] for f in findings] == ["mamba_pool_bound"]
+    result = json.loads(capsys.readouterr().out)[str(layout.shard_dir(0))]
+    assert [f["code"] for f in result["findings"]] == ["mamba_pool_bound"]
+    assert engine["gpu_name"] is None and result["efficiency"] is None  # no CUDA here: no GPU name, no peaks
+    assert main(["--results", str(layout.root), "diagnose", "--json", "--model", cfg["model"]["path"],
+                 "--gpu", "NVIDIA H200"]) == 0  # named: the shard's telemetry and the model's config give it
+    eff = json.loads(capsys.readouterr().out)[str(layout.shard_dir(0))]["efficiency"]
+    assert eff["peak_tbps"] == 4.8 and eff["running"] == 6 and eff["achieved_tbps"] > 0
 
 
 def test_aborted_request_is_recorded_with_the_engine_message(make_config, write_jsonl, monkeypatch, tmp_path):

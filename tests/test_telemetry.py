@@ -35,7 +35,7 @@ def test_decode_and_prefill_fields_of_a_hybrid_line():
     assert decode == {"ts": datetime(2026, 12, 2, 10, 21, 47, tzinfo=timezone.utc), "kind": "decode", "running": 170,
                       "queue": 830, "full_token_usage": 0.01, "mamba_num": 340, "mamba_usage": 0.66,
                       "cuda_graph": True, "gen_throughput": 981.38, "new_seq": None, "new_token": None,
-                      "cached_token": None, "input_throughput": None}
+                      "cached_token": None, "input_throughput": None, "full_tokens": 32054}
     prefill = next(r for r in rows if r["kind"] == "prefill" and r["new_seq"] == 7)
     assert (prefill["new_token"], prefill["cached_token"], prefill["mamba_usage"], prefill["input_throughput"]) == (
         1189, 0, 0.03, 15248.99)

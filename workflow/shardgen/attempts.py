@@ -42,7 +42,7 @@ def read_attempts(shard_dir: Path) -> list[dict]:
         elif entry["event"] in ("out_of_memory", "stalled"):
             record.update(cause=entry["event"], detail=entry.get("detail"))
         elif entry["event"] == "engine_started":
-            record["max_running_requests"] = entry.get("max_running_requests")
+            record.update(max_running_requests=entry.get("max_running_requests"), engine_started_at=entry["at"])
     return [attempts[k] for k in sorted(attempts)]
 
 

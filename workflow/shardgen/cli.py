@@ -129,6 +129,22 @@ def cmd_query(args):
     print(_table(db.query(con, args.name)))
 
 
+def _full_config(args) -> Config | None:
+    """The whole config where one is given and complete (an overlay with just results_dir is not)."""
+    try:
+        return _config(args) if args.config or os.environ.get(CONFIG_ENV) else None
+    except ConfigError:
+        return None
+
+
+def _hardware(args) -> tuple[Path | None, str | None, dict, str | None]:
+    """Model folder, --gpu, peak overrides and the fallback GPU name: the options, else the config."""
+    config = _full_config(args)
+    model = args.model or (config["model"]["path"] if config else None)
+    hardware = config["hardware"] if config else {}
+    return (Path(model) if model else None), args.gpu, hardware.get("peaks", {}), hardware.get("gpu")
+
+
 def cmd_diagnose(args):
     from shardgen.diagnose import render, report
 
@@ -137,7 +153,7 @@ def cmd_diagnose(args):
     if not paths:
         raise ConfigError(f"nothing to diagnose: give SGLang log files or shard folders (none with telemetry in "
                           f"{layout.generate_dir})")
-    result = report(paths)
+    result = report(paths, *_hardware(args))
     print(json.dumps(result, indent=1) if args.json else render(result))
 
 
@@ -162,15 +178,25 @@ def cmd_tune(args):
 
 
 def cmd_status(args):
+    from shardgen import eta
     from shardgen.status import status
 
     layout = Layout(_results_dir(args))
     while True:
-        print(_table(status(layout)), flush=True)
+        rows = status(layout)
+        run = eta.annotate(layout, rows)
+        print(_table(rows) + "\n" + eta.render(run), flush=True)
         if not args.watch:
             return
         time.sleep(args.watch)
         print()
+
+
+def cmd_forecast(args):
+    from shardgen import forecast as fc
+
+    result = fc.from_options(args, _full_config(args), Layout(_results_dir(args)))
+    print(json.dumps(result, indent=1) if args.json else fc.render(result))
 
 
 def cmd_reset(args):
@@ -227,6 +253,9 @@ def parser() -> argparse.ArgumentParser:
     p = add("diagnose", cmd_diagnose, "what limits throughput, from SGLang logs or shard telemetry")
     p.add_argument("paths", nargs="*", help="SGLang log files or generate/shard-NNN folders (default: every shard)")
     p.add_argument("--json", action="store_true")
+    p.add_argument("--model", help="model folder (its config.json) for the efficiency (default: the config's model)")
+    p.add_argument("--gpu", help='GPU name as nvidia-smi reports it, e.g. "NVIDIA H200" (default: the run\'s, '
+                   "else hardware.gpu)")
     p = add("tune", cmd_tune, "measure hybrid-Mamba settings on a prompt sample, one fresh engine per setting")
     p.add_argument("--sample", type=int, default=2000, help="prompts sampled from the prompt set (default 2000)")
     p.add_argument("--seed", type=int, default=None, help="sample seed (default: the config's seed)")
@@ -239,6 +268,14 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="tune folder (default: <results_dir>/tune)")
     add("status", cmd_status, "progress of every shard").add_argument(
         "--watch", type=float, nargs="?", const=5.0, default=None, help="refresh every N seconds")
+    p = add("forecast", cmd_forecast, "time to the dataset for a planned job, from a measured rate")
+    p.add_argument("--prompts", type=int, help="prompts (default: the built prompt set of --config/--results)")
+    p.add_argument("--output-tokens", type=float, help="mean output tokens per prompt (default: the run's measured)")
+    p.add_argument("--gpus", type=int, help="GPUs, one engine each (default: the config's gpus / tp_size)")
+    p.add_argument("--tok-per-s", type=float, help="output tok/s per GPU (default: --log, else the run's own)")
+    p.add_argument("--req-per-s", type=float, help="whole-run requests/s instead of a per-GPU token rate")
+    p.add_argument("--log", help="an SGLang log: its decode lines' gen throughput is the per-GPU rate")
+    p.add_argument("--json", action="store_true")
     add("reset", cmd_reset, "start a shard over (parts moved aside)").add_argument("shard", type=int)
     return ap
 

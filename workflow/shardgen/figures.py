@@ -78,7 +78,28 @@ def shards(con, summary: dict):
     return fig
 
 
-FIGURES = {"throughput": throughput, "engine": engine, "lengths": lengths, "shards": shards}
+def outlook(con, summary: dict):
+    """Achieved FLOP/s and bytes/s as shares of the GPU's peaks per shard, the forecast in the title."""
+    rows = [r for r in summary.get("efficiency", []) if r.get("achieved_tflops") is not None]
+    fig, ax = plt.subplots(figsize=(9, 4), layout="constrained")
+    labels = [f"shard {r['shard']}\n{r['bound']}-bound" for r in rows]
+    x = range(len(rows))
+    ax.bar([i - 0.2 for i in x], [r["of_peak_tflops"] for r in rows], 0.4, label="FLOP/s of peak")
+    ax.bar([i + 0.2 for i in x], [r["of_peak_tbps"] for r in rows], 0.4, label="bytes/s of peak")
+    ax.set_xticks(list(x), labels)
+    ax.set_ylim(0, 1)
+    if rows:
+        ax.legend()
+    else:
+        ax.text(0.5, 0.5, "no efficiency (no SGLang telemetry, or no peaks for the GPU)", ha="center")
+    f = summary.get("forecast")
+    ax.set_title("Efficiency vs the GPU's peaks" + (
+        f"; forecast: {f['hours_per_100000_prompts']} h per 100,000 prompts on {f['gpus']} GPU(s) at "
+        f"{f['tok_per_s_per_gpu']} tok/s per GPU" if f else ""), fontsize=9)
+    return fig
+
+
+FIGURES = {"throughput": throughput, "engine": engine, "lengths": lengths, "shards": shards, "outlook": outlook}
 
 
 def draw(con, out_dir: Path, summary: dict | None = None) -> list[Path]:

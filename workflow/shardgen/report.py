@@ -13,6 +13,7 @@ from shardgen.figures import draw
 from shardgen.freshness import check_dataset
 from shardgen.layout import Layout
 from shardgen.model import ModelInfo
+from shardgen.outlook import markdown as outlook_markdown, outlook
 from shardgen.sources import file_sha256
 
 VERSIONED = ("shardgen", "snakemake", "duckdb", "pyarrow", "torch", "transformers", "sglang", "tokenizers", "datasets")
@@ -84,7 +85,7 @@ def tail_note(tails: list[dict]) -> str | None:
 
 def markdown(record: dict, tails: list[dict] | None = None, figures: list[Path] = ()) -> str:
     lines = ["# shardgen report", "", "| metric | value |", "|---|---|"]
-    lines += [f"| {k} | {v} |" for k, v in record.items() if not isinstance(v, list)]
+    lines += [f"| {k} | {v} |" for k, v in record.items() if not isinstance(v, (list, dict))]
     if "dataset_rows_checked" in record:
         lines += ["", f"Checked: all {record['dataset_rows_checked']} dataset rows carry the gen_key the current config "
                       "gives their prompt (model, tokenizer and template hashes, sampling), one per generated prompt."]
@@ -103,9 +104,11 @@ def report(config: Config, outputs: list[Path], done_files: list[Path], out_dir:
     con = _connect(layout)
     record = summary(con)
     record["dataset_rows_checked"] = check_dataset(config, layout.dataset_dir / "data.parquet", record["generated"])
+    record.update(outlook(config, layout, done_files, record))
     write_text(json.dumps(record, indent=1), out_dir / "summary.json")
     write_text(json.dumps(manifest(con, config, record["per_source"], outputs, done_files), indent=1, default=str),
                out_dir / "manifest.json")
     figures = draw(con, out_dir / "figures", record)
-    write_text(markdown(record, _jsonable(db.query(con, "tail")), figures), out_dir / "report.md")
+    write_text(markdown(record, _jsonable(db.query(con, "tail")), figures) + outlook_markdown(record),
+               out_dir / "report.md")
     return record

@@ -17,8 +17,9 @@ _USAGE = (r"(?:full token usage: (?P<full>[\d.]+)(?:, swa token usage: [\d.]+)?(
           r"|token usage: (?P<tok_use>[\d.]+))")
 DECODE = re.compile(
     _TS + r"Decode batch(?: \[\d+\])?, #running-req: (?P<running>\d+), "
-    r"(?:#full token: \d+, full token usage: (?P<full>[\d.]+), (?:#swa token: \d+, swa token usage: [\d.]+, )?"
-    r"mamba num: (?P<mamba_num>\d+), mamba usage: (?P<mamba_use>[\d.]+)|#token: \d+, token usage: (?P<tok_use>[\d.]+))"
+    r"(?:#full token: (?P<full_tok>\d+), full token usage: (?P<full>[\d.]+), (?:#swa token: \d+, swa token usage: "
+    r"[\d.]+, )?mamba num: (?P<mamba_num>\d+), mamba usage: (?P<mamba_use>[\d.]+)|#token: (?P<tok>\d+), token usage: "
+    r"(?P<tok_use>[\d.]+))"
     r".*?(?:cuda|cpu|npu|musa) graph: (?P<graph>True|False), gen throughput \(token/s\): (?P<gen>[\d.]+), "
     r"#queue-req: (?P<queue>\d+)")
 PREFILL = re.compile(
@@ -50,7 +51,7 @@ def parse_line(line: str) -> dict | None:
                 "full_token_usage": float(usage), "mamba_num": _num(m["mamba_num"], int),
                 "mamba_usage": _num(m["mamba_use"], float), "cuda_graph": m["graph"] == "True",
                 "gen_throughput": float(m["gen"]), "new_seq": None, "new_token": None, "cached_token": None,
-                "input_throughput": None}
+                "input_throughput": None, "full_tokens": int(m["full_tok"] or m["tok"])}  # not in SCHEMA: logs only
     if m := PREFILL.search(line):
         return {"ts": _ts(m["ts"]), "kind": "prefill", "running": int(m["running"]), "queue": int(m["queue"]),
                 "full_token_usage": float(m["full"] or m["tok_use"]), "mamba_num": None,

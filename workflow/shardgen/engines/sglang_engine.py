@@ -102,6 +102,9 @@ class SGLangEngine:
                                         or self.startup.get("max_running_requests") or info["max_running_requests"])
         self.resolved = {k: info[k] for k in RESOLVED_KEYS if k in info}
         self.version = getattr(sglang, "__version__", info.get("version"))
+        import torch
+
+        self.gpu_name = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None  # for the peaks table
 
     def _on_line(self, line: str) -> None:
         if row := telemetry.parse_line(line):
@@ -114,7 +117,8 @@ class SGLangEngine:
     def describe(self) -> dict:
         return {"backend": "sglang", "version": self.version, "max_running_requests": self.max_running_requests,
                 "server_args": self.args, "resolved": self.resolved, "startup": self.startup,
-                "cache_dir": os.path.dirname(self.cache_env["TRITON_CACHE_DIR"])}
+                "cache_dir": os.path.dirname(self.cache_env["TRITON_CACHE_DIR"]),
+                "gpu_name": self.gpu_name}
 
     def run(self, coro):
         loop = getattr(self.engine, "loop", None) or asyncio.get_event_loop()
