@@ -1,6 +1,7 @@
 import json
 from pathlib import Path
 
+from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
 from shardgen.config import Config
@@ -33,6 +34,15 @@ def source_files(wildcards):
 def output_settings(*keys):
     """Settings that change outputs, as a rerun trigger: a change reruns the rule and what follows."""
     return json.dumps({k: config[k] for k in keys}, sort_keys=True)
+
+
+def prompts_threads():
+    """prompts.workers, else every core snakemake was given (it caps threads at --cores); a cluster run given only
+    --jobs has no core count: then 16, the cpus_per_task profiles/slurm gives the prompts job."""
+    try:
+        return CONFIG["prompts"]["workers"] or workflow.cores
+    except WorkflowError:
+        return 16
 
 
 def output_dir(wildcards, output):
