@@ -1,6 +1,7 @@
 """Stage 4: the final dataset (earliest committed row of each current gen_key) and the training export,
 streamed by DuckDB; refuses to finish while an accepted prompt is neither generated nor failed."""
 
+import shutil
 from pathlib import Path
 
 from shardgen import ShardgenError, db
@@ -13,13 +14,23 @@ class AccountingError(ShardgenError, RuntimeError):
 
 def _copy(con, query: str, path: Path, fmt: str) -> None:
     tmp = path.with_name(f".{path.name}.tmp")
-    options = "FORMAT parquet, COMPRESSION zstd" if fmt == "parquet" else "FORMAT json"
+    options = "FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE 16384" if fmt == "parquet" else "FORMAT json"
     con.execute(f"COPY ({query}) TO {db.quote(tmp)} ({options})")
     tmp.replace(path)
 
 
-def merge(layout: Layout, dataset: Path, train: Path, failed: Path, memory_limit: str = "4GB") -> dict:
+def merge(layout: Layout, dataset: Path, train: Path, failed: Path, memory_limit: str = "1GB") -> dict:
+    """Within memory_limit whatever the number of rows: DuckDB spills its joins and sorts to a temp folder."""
+    spill = Path(dataset).parent / ".merge-spill"
+    try:
+        return _merge(layout, dataset, train, failed, memory_limit, spill)
+    finally:
+        shutil.rmtree(spill, ignore_errors=True)
+
+
+def _merge(layout: Layout, dataset: Path, train: Path, failed: Path, memory_limit: str, spill: Path) -> dict:
     con = db.connect(layout, memory_limit=memory_limit)
+    con.execute(f"SET temp_directory = {db.quote(spill)}")
     db.define_views(con, "winners")
     if missing := db.query(con, "missing"):
         ids = ", ".join(r["prompt_id"] for r in missing[:20])

@@ -68,6 +68,7 @@ def split(prompts_path: Path, split_dir: Path, n_shards: int, memory_limit: str 
     return the expected tokens per shard."""
     split_dir = Path(split_dir)
     spill = split_dir / ".split-spill"
+    split_dir.mkdir(parents=True, exist_ok=True)
     con = duckdb.connect()
     con.execute(f"SET memory_limit = {db.quote(memory_limit)}")
     con.execute(f"SET temp_directory = {db.quote(spill)}")
