@@ -1,7 +1,6 @@
 import json
 from pathlib import Path
 
-from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
 from shardgen.config import Config
@@ -37,12 +36,9 @@ def output_settings(*keys):
 
 
 def prompts_threads():
-    """prompts.workers, else every core snakemake was given (it caps threads at --cores); a cluster run given only
-    --jobs has no core count: then 16, the cpus_per_task profiles/slurm gives the prompts job."""
-    try:
-        return CONFIG["prompts"]["workers"] or workflow.cores
-    except WorkflowError:
-        return 16
+    """prompts.workers, else every core snakemake was given (it caps threads at --cores). On Slurm the job gets
+    profiles/slurm's cpus_per_task and its own snakemake (--cores all) sees those cores."""
+    return CONFIG["prompts"]["workers"] or workflow.cores
 
 
 def output_dir(wildcards, output):

@@ -4,8 +4,14 @@ streamed by DuckDB; refuses to finish while an accepted prompt is neither genera
 import shutil
 from pathlib import Path
 
-from shardgen import ShardgenError, db
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from shardgen import ShardgenError, db, tables
+from shardgen.atomic import committed
 from shardgen.layout import Layout
+
+ROWS_PER_PASS = 1_000_000
 
 
 class AccountingError(ShardgenError, RuntimeError):
@@ -14,14 +20,28 @@ class AccountingError(ShardgenError, RuntimeError):
 
 def _copy(con, query: str, path: Path, fmt: str) -> None:
     tmp = path.with_name(f".{path.name}.tmp")
-    options = "FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE 16384" if fmt == "parquet" else "FORMAT json"
+    options = "FORMAT parquet, COMPRESSION zstd" if fmt == "parquet" else "FORMAT json"
     con.execute(f"COPY ({query}) TO {db.quote(tmp)} ({options})")
     tmp.replace(path)
+
+
+def _copy_dataset(con, path: Path) -> None:
+    """In passes of about ROWS_PER_PASS prompts (split by a hash of prompt_id): the join that pairs each prompt with
+    its winning part row then holds one pass's rows whatever the total (holding millions of rows with both sides'
+    token lists, it ran out of memory instead of spilling). Each pass scans every part again: time for memory."""
+    rows = con.execute("SELECT count(*) FROM winners").fetchall()[0][0]
+    passes = max(1, -(-rows // ROWS_PER_PASS))
+    with committed(path) as tmp, pq.ParquetWriter(tmp, tables.DATASET, compression="zstd") as writer:
+        for i in range(passes):
+            query = f"SELECT * FROM ({db.sql('dataset')}) WHERE hash(prompt_id) % {passes} = {i}"
+            for batch in con.sql(query).to_arrow_reader(16384):
+                writer.write_table(pa.Table.from_batches([batch]).cast(tables.DATASET))
 
 
 def merge(layout: Layout, dataset: Path, train: Path, failed: Path, memory_limit: str = "1GB") -> dict:
     """Within memory_limit whatever the number of rows: DuckDB spills its joins and sorts to a temp folder."""
     spill = Path(dataset).parent / ".merge-spill"
+    spill.parent.mkdir(parents=True, exist_ok=True)
     try:
         return _merge(layout, dataset, train, failed, memory_limit, spill)
     finally:
@@ -38,7 +58,7 @@ def _merge(layout: Layout, dataset: Path, train: Path, failed: Path, memory_limi
                               f"(rerun their shards): {ids}{' ...' if len(missing) > 20 else ''}")
     for path in (dataset, train, failed):
         path.parent.mkdir(parents=True, exist_ok=True)
-    _copy(con, db.sql("dataset"), dataset, "parquet")
+    _copy_dataset(con, dataset)
     con.execute(f"CREATE OR REPLACE VIEW dataset AS SELECT * FROM read_parquet({db.quote(dataset)})")
     _copy(con, db.sql("train_export"), train, "json")
     _copy(con, db.sql("failed"), failed, "parquet")
