@@ -41,7 +41,8 @@ def main() -> None:
     assert texts[:100] == tokenizer.apply_chat_template(messages[:100], add_generation_prompt=True, tokenize=False)
     tokens = []
     wall = time.perf_counter()
-    floor_s = cpu(lambda: tokens.extend(batched(texts, lambda b: [e.ids for e in backend.encode_batch(b, add_special_tokens=False)])))
+    floor_s = cpu(lambda: tokens.extend(batched(
+        texts, lambda b: [e.ids for e in backend.encode_batch(b, add_special_tokens=False)])))
     floor_wall = time.perf_counter() - wall
     fast_s = cpu(lambda: batched(texts, lambda b: backend.encode_batch_fast(b, add_special_tokens=False)))
     n, m = len(texts), min(component_rows, len(texts))
@@ -76,8 +77,9 @@ def main() -> None:
             {"query": x[0]["content"], "response": "ok"}, "query_response", {}, None) for x in sub]))},
     }
     out.write_text(json.dumps({
-        "floor": {"rows": n, "encode_batch_s": round(floor_s, 2), "encode_batch_wall_s": round(floor_wall, 2), "encode_batch_fast_s": round(fast_s, 2),
-                  "encode_batch_rows_per_s": round(n / floor_s), "mean_prompt_tokens": round(sum(map(len, tokens)) / n, 1)},
+        "floor": {"rows": n, "encode_batch_s": round(floor_s, 2), "encode_batch_wall_s": round(floor_wall, 2),
+                  "encode_batch_fast_s": round(fast_s, 2), "encode_batch_rows_per_s": round(n / floor_s),
+                  "mean_prompt_tokens": round(sum(map(len, tokens)) / n, 1)},
         "per_row_cpu_us": {"rows": m, **changes}}, indent=1))
 
 

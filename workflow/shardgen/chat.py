@@ -32,7 +32,8 @@ class ChatEncoder:
             self.batch_template = None
         self.backend = tokenizer.backend_tokenizer if tokenizer.is_fast else None
         if self.backend is not None:
-            tokenizer(["probe"], add_special_tokens=False)  # leaves truncation, padding, special-token splitting as a call would
+            # a call sets the backend's truncation, padding and special-token splitting as transformers would
+            tokenizer(["probe"], add_special_tokens=False)
 
     def _render_rows(self, conversations: list[list[dict]], kwargs: dict) -> list[str]:
         return [self.row_template.render(messages=c, tools=None, documents=None, add_generation_prompt=True,
@@ -42,7 +43,8 @@ class ChatEncoder:
         text = self.batch_template.render(shardgen_batch=conversations, tools=None, documents=None,
                                           add_generation_prompt=True, **self.special_tokens, **kwargs)
         texts = text.split(SEPARATOR)[:-1]
-        return texts if len(texts) == len(conversations) and texts[0] == self._render_rows(conversations[:1], kwargs)[0] else None
+        same = len(texts) == len(conversations) and texts[0] == self._render_rows(conversations[:1], kwargs)[0]
+        return texts if same else None
 
     def render(self, conversations: list[list[dict]], kwargs: dict) -> list[str]:
         if self.batch_template is not None and conversations:

@@ -63,11 +63,11 @@ def _kills(pool: ProcessPoolExecutor, chunk: Chunk) -> bool:
 
 
 def chunk_results(config: Config, fingerprint: dict, chunks: Iterable[Chunk], workers: int) -> Iterator[ChunkResult]:
+    os.environ["TOKENIZERS_PARALLELISM"] = "false"  # a worker is one core (the workers inherit it)
     if workers == 1:  # in this process: no transfers
         processor = ChunkProcessor(config, fingerprint)
         yield from map(processor.process, chunks)
         return
-    os.environ["TOKENIZERS_PARALLELISM"] = "false"  # each worker is one core; inherited by spawned workers
     window: deque[tuple[Chunk, Future]] = deque()
     pool = _executor(config, fingerprint, workers)
     try:
