@@ -69,7 +69,7 @@ def main() -> None:
         "gen_key": {"old": us(cpu(lambda: [gen_key(p, fingerprint, sampling) for p in pids])),
                     "new": us(cpu(lambda: [fast_key(p) for p in pids])),
                     "what": "gen_key JSON per row -> JSON around the prompt_id serialized once per source"},
-        "rows": {"old": us(cpu(lambda: pa.Table.from_pylist(rows, schema=tables.PROMPTS))),
+        "row_building": {"old": us(cpu(lambda: pa.Table.from_pylist(rows, schema=tables.PROMPTS))),
                  "new": us(cpu(lambda: pa.record_batch(columns, schema=tables.PROMPTS))),
                  "what": "a dict per row + Table.from_pylist -> columns + record_batch"},
         "prompt_id (unchanged)": {"old": None, "new": us(cpu(lambda: [prompt_id(x) for x in sub]))},

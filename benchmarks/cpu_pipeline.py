@@ -1,4 +1,4 @@
-"""The CPU stages at scale. Three parts, each stage a separate `shardgen` process (peak RSS from wait4: the largest
+"""The CPU stages at scale. Two parts, each stage a separate `shardgen` process (peak RSS from GNU time: the largest
 of the process and its workers; CPU = user + system of it and its workers):
 
   prompts  the prompts stage on --rows synthetic MetaMathQA-style rows, for each tokenizer (the demo's and a
@@ -34,15 +34,21 @@ CORPUS = REPO / "config" / "demo" / "corpus.txt"
 
 def run(stage: str, cmd: list[str], log: Path, env: dict | None = None) -> dict:
     load = os.getloadavg()[0]
+    rss = log.with_suffix(".rss")
     start = time.perf_counter()
     with open(log, "w") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})})
+        # GNU time's child starts from time's small RSS: a child forked from this process would count this
+        # process's peak (after training a tokenizer, ~1 GB) as its own
+        proc = subprocess.Popen(["/usr/bin/time", "-f", "%M", "-o", str(rss), *cmd], stdout=out,
+                                stderr=subprocess.STDOUT, env={**os.environ, **(env or {})})
         _, status, usage = os.wait4(proc.pid, 0)
     seconds = time.perf_counter() - start
-    if os.waitstatus_to_exitcode(status) != 0:
-        sys.exit(f"{stage} failed; see {log}:\n" + log.read_text()[-3000:])
-    return {"stage": stage, "seconds": round(seconds, 2), "cpu_s": round(usage.ru_utime + usage.ru_stime, 2),
-            "peak_rss_mib": round(usage.ru_maxrss / 1024), "load_before": round(load, 2),
+    failed = os.waitstatus_to_exitcode(status) != 0
+    if failed:
+        print(f"{stage} failed; see {log}:\n" + log.read_text()[-1500:], file=sys.stderr)
+    return {"stage": stage, **({"failed": log.read_text()[-300:]} if failed else {}), "seconds": round(seconds, 2),
+            "cpu_s": round(usage.ru_utime + usage.ru_stime, 2),
+            "peak_rss_mib": round(int(rss.read_text().split()[-1]) / 1024), "load_before": round(load, 2),
             "load_after": round(os.getloadavg()[0], 2)}
 
 
@@ -101,9 +107,11 @@ def bench_scale(args, work: Path, rows: int) -> dict:
     config = config_for(base, model, base / "unused.jsonl", args.shards, 512)
     layout = Layout(base / "results")
     t = time.perf_counter()
-    synthesize_prompts(layout.prompts_dir, rows)
+    if not layout.prompts.exists():  # inputs kept in --workdir are reused
+        synthesize_prompts(layout.prompts_dir, rows)
     stages = [run("split", shardgen(config, "split", "--out", str(layout.split_dir)), base / "split.log")]
-    parts_rows = synthesize_parts(layout, args.shards, args.out_tokens)
+    parts = list(layout.generate_dir.glob("shard-*/part-*.parquet"))
+    parts_rows = synthesize_parts(layout, args.shards, args.out_tokens) if not parts else "kept"
     print(f"{rows} rows: synthesized prompts and {parts_rows} part rows in {time.perf_counter() - t:.0f}s "
           "(not a pipeline stage)")
     ds = layout.dataset_dir
@@ -118,6 +126,8 @@ def bench_scale(args, work: Path, rows: int) -> dict:
     stages.append(run("report", shardgen(
         config, "report", "--out", str(layout.report_dir), "--outputs", str(ds / "data.parquet"),
         str(ds / "train.jsonl"), str(layout.root / "merge" / "failed.parquet"), "--done", *done), base / "report.log"))
+    if any("failed" in s for s in stages):
+        return {"rows": rows, "stages": stages}
     summary = json.loads((layout.report_dir / "summary.json").read_text())
     return {"rows": rows, "generated": summary["generated"], "stages": stages,
             "dataset_mib": round((ds / "data.parquet").stat().st_size / 2**20)}
@@ -141,14 +151,21 @@ def main() -> None:
     result = {"machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
               "date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "loadavg_start": os.getloadavg(),
               "args": {k: str(v) for k, v in vars(args).items()}}
+    args.save.parent.mkdir(parents=True, exist_ok=True)
+
+    def save() -> None:  # after each part, so a long run keeps what it measured
+        result["loadavg_end"] = os.getloadavg()
+        args.save.write_text(json.dumps(result, indent=1) + "\n")
+
     if args.parts in ("prompts", "both"):
         result["prompts"] = bench_prompts(args, work)
+        save()
     if args.parts in ("scale", "both"):
-        result["scale"] = [bench_scale(args, work, rows) for rows in args.scale_rows]
-    result["loadavg_end"] = os.getloadavg()
+        result["scale"] = []
+        for rows in args.scale_rows:
+            result["scale"].append(bench_scale(args, work, rows))
+            save()
     print(json.dumps(result, indent=1))
-    args.save.parent.mkdir(parents=True, exist_ok=True)
-    args.save.write_text(json.dumps(result, indent=1) + "\n")
 
 
 if __name__ == "__main__":

@@ -4,14 +4,10 @@ streamed by DuckDB; refuses to finish while an accepted prompt is neither genera
 import shutil
 from pathlib import Path
 
-import pyarrow as pa
-import pyarrow.parquet as pq
-
-from shardgen import ShardgenError, db, tables
-from shardgen.atomic import committed
+from shardgen import ShardgenError, db
 from shardgen.layout import Layout
 
-ROWS_PER_PASS = 1_000_000
+ROWS_PER_THREADS = 1_000_000
 
 
 class AccountingError(ShardgenError, RuntimeError):
@@ -20,22 +16,21 @@ class AccountingError(ShardgenError, RuntimeError):
 
 def _copy(con, query: str, path: Path, fmt: str) -> None:
     tmp = path.with_name(f".{path.name}.tmp")
-    options = "FORMAT parquet, COMPRESSION zstd" if fmt == "parquet" else "FORMAT json"
+    # small row groups: the COPY buffers one per thread, heavy with token lists
+    options = "FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE 16384" if fmt == "parquet" else "FORMAT json"
     con.execute(f"COPY ({query}) TO {db.quote(tmp)} ({options})")
     tmp.replace(path)
 
 
 def _copy_dataset(con, path: Path) -> None:
-    """In passes of about ROWS_PER_PASS prompts (split by a hash of prompt_id): the join that pairs each prompt with
-    its winning part row then holds one pass's rows whatever the total (holding millions of rows with both sides'
-    token lists, it ran out of memory instead of spilling). Each pass scans every part again: time for memory."""
+    """Above ROWS_PER_THREADS prompts the join that pairs each prompt with its winning part row (both sides with
+    token lists) spills to disk; with one thread its spilled partitions stay within the memory limit (with two, 4M
+    rows ran out of memory at 1 GB), at the cost of time."""
     rows = con.execute("SELECT count(*) FROM winners").fetchall()[0][0]
-    passes = max(1, -(-rows // ROWS_PER_PASS))
-    with committed(path) as tmp, pq.ParquetWriter(tmp, tables.DATASET, compression="zstd") as writer:
-        for i in range(passes):
-            query = f"SELECT * FROM ({db.sql('dataset')}) WHERE hash(prompt_id) % {passes} = {i}"
-            for batch in con.sql(query).to_arrow_reader(16384):
-                writer.write_table(pa.Table.from_batches([batch]).cast(tables.DATASET))
+    if rows > ROWS_PER_THREADS:
+        con.execute("SET threads = 1")
+    _copy(con, db.sql("dataset"), path, "parquet")
+    con.execute("RESET threads")
 
 
 def merge(layout: Layout, dataset: Path, train: Path, failed: Path, memory_limit: str = "1GB") -> dict:
