@@ -1,8 +1,17 @@
-"""Time prompts, split, merge (with the training export) and report on N synthetic prompts with ~256 output ids
-each, no generation: parts are synthesized in the contract's schema. Each stage runs as its own `shardgen`
-process, so its peak RSS is its own (wait4). Prints a table and saves benchmarks/results/cpu_pipeline.json.
+"""The CPU stages at scale. Two parts, each stage a separate `shardgen` process (peak RSS from GNU time: the largest
+of the process and its workers; CPU = user + system of it and its workers):
 
-    python benchmarks/cpu_pipeline.py --rows 1000000
+  prompts  the prompts stage on --rows synthetic MetaMathQA-style rows, for each tokenizer (the demo's and a
+           131,072-token byte-level BPE trained here on local text) and each --workers count, against its floor:
+           the bare tokenizer's `encode_batch` on the same rendered texts, one thread, in the same run; plus the
+           per-row cost of each change to the per-row Python, old way against new way, on the same rows.
+  scale    split, merge (with the training export) and report at each --scale-rows, on a synthesized
+           prompts.parquet and synthesized parts of ~256 output ids each (no generation).
+
+    python benchmarks/cpu_pipeline.py --rows 200000 --workers 1,2 --scale-rows 1000000,4000000
+    python benchmarks/cpu_pipeline.py --workers 1,4,8,16 --rows 1000000 --scale-rows 1000000,4000000  # 16 cores
+
+Prints a table and saves benchmarks/results/cpu_pipeline.json (with os.getloadavg() before and after each run).
 """
 
 import argparse
@@ -14,122 +23,149 @@ import subprocess
 import sys
 import tempfile
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from pathlib import Path
 
-import numpy as np
-import pyarrow as pa
-import pyarrow.parquet as pq
-
-from shardgen import tables
-from shardgen.config import Config
-from shardgen.demo_model import build
-from shardgen.layout import Layout
+from bench_data import synthesize_parts, synthesize_prompts, train_bpe, write_source
 
 REPO = Path(__file__).resolve().parent.parent
-WORDS = (REPO / "config" / "demo" / "corpus.txt").read_text().split()
+CORPUS = REPO / "config" / "demo" / "corpus.txt"
 
 
-def write_source(path: Path, rows: int) -> None:
-    rnd = random.Random(0)
-    with open(path, "w") as f:
-        for i in range(rows):
-            words = " ".join(rnd.choices(WORDS, k=rnd.randint(10, 60)))
-            f.write(json.dumps({"query": f"{i}: {words}?", "response": "ok"}) + "\n")
-
-
-def synthesize_parts(layout: Layout, shards: int, out_tokens: int, per_part: int = 2000) -> int:
-    rng = np.random.default_rng(0)
-    t0 = datetime.now(timezone.utc)
-    written = 0
-    for shard in range(shards):
-        table = pq.read_table(layout.split(shard), columns=["prompt_id", "gen_key", "prompt_tokens"])
-        for start in range(0, table.num_rows, per_part):
-            chunk = table.slice(start, per_part)
-            n = chunk.num_rows
-            lengths = rng.integers(out_tokens // 2, out_tokens * 3 // 2, size=n)
-            flat = rng.integers(5, 2048, size=int(lengths.sum()), dtype=np.int32)
-            offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
-            ids = pa.ListArray.from_arrays(pa.array(offsets), pa.array(flat))
-            finished = [t0 + timedelta(milliseconds=int(x)) for x in rng.integers(0, 3_600_000, size=n)]
-            part = pa.table({
-                "prompt_id": chunk["prompt_id"], "gen_key": chunk["gen_key"], "shard": pa.array([shard] * n, pa.int32()),
-                "attempt": pa.array([1] * n, pa.int32()), "completion": pa.array(["x " * 40] * n),
-                "output_ids": ids, "finish_reason": pa.array(["length"] * n), "prompt_tokens": chunk["prompt_tokens"],
-                "completion_tokens": pa.array(lengths, pa.int32()), "cached_tokens": pa.array([0] * n, pa.int32()),
-                "latency_s": pa.array(rng.random(n) * 60), "submitted_at": pa.array([t0] * n, tables.UTC),
-                "finished_at": pa.array(finished, tables.UTC), "gpu": pa.array([str(shard)] * n),
-                "error": pa.array([None] * n, pa.string())}, schema=tables.PART)
-            path = layout.shard_dir(shard) / f"part-{start // per_part:05d}.parquet"
-            path.parent.mkdir(parents=True, exist_ok=True)
-            pq.write_table(part, path, compression="zstd")
-            written += n
-    return written
-
-
-def timed(stage: str, cmd: list[str], log: Path) -> dict:
+def run(stage: str, cmd: list[str], log: Path, env: dict | None = None) -> dict:
+    load = os.getloadavg()[0]
+    rss = log.with_suffix(".rss")
     start = time.perf_counter()
     with open(log, "w") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
+        # GNU time's child starts from time's small RSS: a child forked from this process would count this
+        # process's peak (after training a tokenizer, ~1 GB) as its own
+        proc = subprocess.Popen(["/usr/bin/time", "-f", "%M", "-o", str(rss), *cmd], stdout=out,
+                                stderr=subprocess.STDOUT, env={**os.environ, **(env or {})})
         _, status, usage = os.wait4(proc.pid, 0)
     seconds = time.perf_counter() - start
-    if os.waitstatus_to_exitcode(status) != 0:
-        sys.exit(f"{stage} failed; see {log}:\n" + log.read_text()[-3000:])
-    return {"stage": stage, "seconds": round(seconds, 1), "peak_rss_mib": round(usage.ru_maxrss / 1024)}
+    failed = os.waitstatus_to_exitcode(status) != 0
+    if failed:
+        print(f"{stage} failed; see {log}:\n" + log.read_text()[-1500:], file=sys.stderr)
+    return {"stage": stage, **({"failed": log.read_text()[-300:]} if failed else {}), "seconds": round(seconds, 2),
+            "cpu_s": round(usage.ru_utime + usage.ru_stime, 2),
+            "peak_rss_mib": round(int(rss.read_text().split()[-1]) / 1024), "load_before": round(load, 2),
+            "load_after": round(os.getloadavg()[0], 2)}
+
+
+def config_for(work: Path, model: Path, source: Path, shards: int, max_new: int) -> Path:
+    from shardgen.config import Config
+
+    config = Config.from_dict({
+        "results_dir": str(work / "results"), "model": {"path": str(model), "context_length": 4096},
+        "engine": {"backend": "transformers"}, "gpus": 0, "shards": shards, "defaults": {"max_new_tokens": max_new},
+        "sources": [{"name": "synthetic", "path": str(source), "format": "query_response"}]})
+    return config.write_resolved()
+
+
+def shardgen(config: Path, *args: str) -> list[str]:
+    return [sys.executable, "-m", "shardgen.cli", "--config", str(config), *args]
+
+
+def bench_prompts(args, work: Path) -> list[dict]:
+    from shardgen.demo_model import build
+
+    demo = build(work / "demo-model", CORPUS)
+    models = {"demo (2,048)": demo, "bpe (131,072)": train_bpe(work / "bpe-model", demo, 131072)}
+    source = write_source(work / "source.jsonl", args.rows)
+    out = []
+    for label, model in models.items():
+        config = config_for(work / label.split()[0], model, source, 1, 512)
+        entry = {"tokenizer": label, "runs": []}
+        for workers in args.workers:
+            prompts_dir = work / label.split()[0] / f"prompts-w{workers}"
+            entry["runs"].append({"workers": workers, **run(f"prompts w{workers}", shardgen(
+                config, "prompts", "--out", str(prompts_dir), "--workers", str(workers)), work / "prompts.log")})
+        floor_json = work / "floor.json"
+        # the floor and the per-change costs in one process, one thread, on the rows the stage rendered
+        entry["floor_process"] = run("floor", [sys.executable, str(Path(__file__).with_name("bench_floor.py")),
+                                               str(model), str(source), str(floor_json), str(args.component_rows)],
+                                     work / "floor.log", env={"TOKENIZERS_PARALLELISM": "false"})
+        entry.update(json.loads(floor_json.read_text()))
+        first = entry["runs"][0]
+        for r in entry["runs"]:
+            r["rows_per_s"] = round(args.rows / r["seconds"])
+            r["speedup_vs_1"] = round(first["seconds"] / r["seconds"], 2) if first["workers"] == 1 else None
+            r["over_floor"] = round(r["seconds"] / entry["floor"]["encode_batch_s"], 2)  # wall / floor CPU
+            r["cpu_over_floor"] = round(r["cpu_s"] / entry["floor"]["encode_batch_s"], 2)
+        out.append(entry)
+    return out
+
+
+def bench_scale(args, work: Path, rows: int) -> dict:
+    from shardgen.generate import done_record
+    from shardgen.layout import Layout
+
+    base = work / f"scale-{rows}"
+    from shardgen.demo_model import build
+
+    model = build(work / "demo-model", CORPUS) if not (work / "demo-model" / "config.json").exists() else work / "demo-model"
+    config = config_for(base, model, base / "unused.jsonl", args.shards, 512)
+    layout = Layout(base / "results")
+    t = time.perf_counter()
+    if not layout.prompts.exists():  # inputs kept in --workdir are reused
+        synthesize_prompts(layout.prompts_dir, rows)
+    stages = [run("split", shardgen(config, "split", "--out", str(layout.split_dir)), base / "split.log")]
+    parts = list(layout.generate_dir.glob("shard-*/part-*.parquet"))
+    parts_rows = synthesize_parts(layout, args.shards, args.out_tokens) if not parts else "kept"
+    print(f"{rows} rows: synthesized prompts and {parts_rows} part rows in {time.perf_counter() - t:.0f}s "
+          "(not a pipeline stage)")
+    ds = layout.dataset_dir
+    stages.append(run("merge+export", shardgen(
+        config, "merge", "--dataset", str(ds / "data.parquet"), "--train", str(ds / "train.jsonl"),
+        "--failed", str(layout.root / "merge" / "failed.parquet")), base / "merge.log"))
+    done = []
+    for shard in range(args.shards):  # done files as generate writes them, without an engine
+        path = layout.done(shard)
+        path.write_text(json.dumps({**done_record(layout, shard), "engine": None, "gpu": "synthetic"}, default=str))
+        done.append(str(path))
+    stages.append(run("report", shardgen(
+        config, "report", "--out", str(layout.report_dir), "--outputs", str(ds / "data.parquet"),
+        str(ds / "train.jsonl"), str(layout.root / "merge" / "failed.parquet"), "--done", *done), base / "report.log"))
+    if any("failed" in s for s in stages):
+        return {"rows": rows, "stages": stages}
+    summary = json.loads((layout.report_dir / "summary.json").read_text())
+    return {"rows": rows, "generated": summary["generated"], "stages": stages,
+            "dataset_mib": round((ds / "data.parquet").stat().st_size / 2**20)}
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--rows", type=int, default=1_000_000)
+    ap.add_argument("--rows", type=int, default=200_000, help="rows of the prompts runs")
+    ap.add_argument("--workers", type=lambda s: [int(w) for w in s.split(",")], default=[1, 2])
+    ap.add_argument("--component-rows", type=int, default=50_000, help="rows of the per-change measurements")
+    ap.add_argument("--scale-rows", type=lambda s: [int(r) for r in s.split(",") if r], default=[1_000_000, 4_000_000])
+    ap.add_argument("--parts", choices=["prompts", "scale", "both"], default="both")
     ap.add_argument("--out-tokens", type=int, default=256)
     ap.add_argument("--shards", type=int, default=8)
     ap.add_argument("--workdir", type=Path, default=None)
     ap.add_argument("--save", type=Path, default=REPO / "benchmarks" / "results" / "cpu_pipeline.json")
     args = ap.parse_args()
     work = args.workdir or Path(tempfile.mkdtemp(prefix="shardgen-bench-"))
-    model = build(work / "model", REPO / "config" / "demo" / "corpus.txt")
-    write_source(work / "source.jsonl", args.rows)
-    config = Config.from_dict({
-        "results_dir": str(work / "results"), "model": {"path": str(model), "context_length": 4096},
-        "engine": {"backend": "transformers"}, "gpus": 0, "shards": args.shards,
-        "defaults": {"max_new_tokens": args.out_tokens * 2},
-        "sources": [{"name": "synthetic", "path": str(work / "source.jsonl"), "format": "query_response"}]})
-    layout = Layout(config.results)
-    cfg = str(config.write_resolved())
-    shardgen = [sys.executable, "-m", "shardgen.cli", "--config", cfg]
-    logs = work / "logs"
-    logs.mkdir(exist_ok=True)
-    stages = [timed("prompts", shardgen + ["prompts", "--out", str(layout.prompts_dir)], logs / "prompts.log"),
-              timed("split", shardgen + ["split", "--out", str(layout.split_dir)], logs / "split.log")]
-    t = time.perf_counter()
-    parts_rows = synthesize_parts(layout, args.shards, args.out_tokens)
-    print(f"synthesized {parts_rows} part rows in {time.perf_counter() - t:.1f}s (not a pipeline stage)")
-    ds = layout.dataset_dir
-    stages.append(timed("merge+export", shardgen + [
-        "merge", "--dataset", str(ds / "data.parquet"), "--train", str(ds / "train.jsonl"),
-        "--failed", str(layout.root / "merge" / "failed.parquet")], logs / "merge.log"))
-    done = []
-    for shard in range(args.shards):  # done files as generate writes them, without an engine
-        from shardgen.generate import done_record
-
-        path = layout.done(shard)
-        path.write_text(json.dumps({**done_record(layout, shard), "engine": None, "gpu": "synthetic"}, default=str))
-        done.append(str(path))
-    stages.append(timed("report", shardgen + [
-        "report", "--out", str(layout.report_dir), "--outputs", str(ds / "data.parquet"), str(ds / "train.jsonl"),
-        str(layout.root / "merge" / "failed.parquet"), "--done", *done], logs / "report.log"))
-    summary = json.loads((layout.report_dir / "summary.json").read_text())
-    result = {"rows": args.rows, "accepted": summary["prompts_accepted"], "generated": summary["generated"],
-              "out_tokens_mean": args.out_tokens, "shards": args.shards, "stages": stages,
-              "dataset_mib": round((ds / "data.parquet").stat().st_size / 2**20),
-              "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.python_version()}",
-              "date": datetime.now(timezone.utc).isoformat(timespec="seconds")}
-    print(f"{'stage':<14}{'seconds':>10}{'peak RSS MiB':>15}")
-    for s in stages:
-        print(f"{s['stage']:<14}{s['seconds']:>10}{s['peak_rss_mib']:>15}")
-    print(json.dumps({k: v for k, v in result.items() if k != "stages"}))
+    work.mkdir(parents=True, exist_ok=True)
+    random.seed(0)
+    result = {"machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
+              "date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "loadavg_start": os.getloadavg(),
+              "args": {k: str(v) for k, v in vars(args).items()}}
     args.save.parent.mkdir(parents=True, exist_ok=True)
-    args.save.write_text(json.dumps(result, indent=1) + "\n")
+
+    def save() -> None:  # after each part, so a long run keeps what it measured
+        result["loadavg_end"] = os.getloadavg()
+        args.save.write_text(json.dumps(result, indent=1) + "\n")
+
+    if args.parts in ("prompts", "both"):
+        result["prompts"] = bench_prompts(args, work)
+        save()
+    if args.parts in ("scale", "both"):
+        result["scale"] = []
+        for rows in args.scale_rows:
+            result["scale"].append(bench_scale(args, work, rows))
+            save()
+    print(json.dumps(result, indent=1))
 
 
 if __name__ == "__main__":

@@ -1,7 +1,6 @@
 """The user-facing commands on a small generated results tree: status, query, reset."""
 
 import json
-import os
 import subprocess
 import sys
 from datetime import datetime, timedelta, timezone

@@ -17,6 +17,7 @@ from test_generate import stage
 def run_merge(layout):
     ds = layout.dataset_dir
     merge(layout, ds / "data.parquet", ds / "train.jsonl", layout.root / "merge" / "failed.parquet")
+    assert not (ds / ".merge-spill").exists()
     return pq.read_table(ds / "data.parquet")
 
 
@@ -63,3 +64,13 @@ def test_merge_names_prompts_that_are_neither_generated_nor_failed(make_config, 
         run_merge(layout)
     assert all(pid in str(err.value) for pid in missing)
     assert json.loads(layout.done(0).read_text())["prompts"] == 6
+
+
+def test_merge_on_one_thread_writes_the_same_dataset(make_config, write_jsonl, monkeypatch):
+    from shardgen import merge as merge_module
+
+    path = write_jsonl("a.jsonl", [{"query": f"Count to {i}."} for i in range(10)])
+    layout = stage(make_config([{"name": "a", "path": path, "format": "query_response"}]), 2)
+    whole = sorted(run_merge(layout).to_pylist(), key=lambda r: r["prompt_id"])
+    monkeypatch.setattr(merge_module, "ROWS_PER_THREADS", 3)
+    assert sorted(run_merge(layout).to_pylist(), key=lambda r: r["prompt_id"]) == whole and len(whole) == 10

@@ -85,3 +85,50 @@ def test_a_model_without_chat_template_fails_clearly(demo_model, tmp_path):
     with pytest.raises(ModelError, match="no chat template: set model.chat_template"):
         ModelInfo(folder).stop_token_ids
     assert ModelInfo(folder, chat_template="{{ messages[0]['content'] }}").template
+
+
+def many_rows_config(make_config, write_jsonl, tmp_path):
+    """Two sources with duplicates inside one source, across sources and across chunks, and rejections."""
+    a = [{"query": f"Question {i % 40}: how much is {i % 40} + 1?", "response": str(i)} for i in range(90)]
+    a[5], a[17], a[33] = {"query": "   "}, '{"broken', {"query": "word " * 600}
+    b = [{"question": f"Question {i}: how much is {i} + 1?", "answer": "b"} for i in range(30, 70)]
+    b[3] = {"question": None}
+    return make_config([{"name": "a", "path": write_jsonl("a.jsonl", a), "format": "query_response"},
+                        {"name": "b", "path": write_jsonl("b.jsonl", b), "format": "question_answer"}])
+
+
+def test_any_number_of_workers_writes_byte_identical_files(make_config, write_jsonl, tmp_path, monkeypatch):
+    from shardgen import prompts, sources
+
+    monkeypatch.setattr(sources, "CHUNK_ROWS", 7)  # many chunks: duplicates fall in other chunks and workers
+    monkeypatch.setattr(prompts, "ROW_GROUP_ROWS", 16)
+    config = many_rows_config(make_config, write_jsonl, tmp_path)
+    counts = {w: build_prompts(config, tmp_path / f"w{w}", workers=w) for w in (1, 3)}
+    assert counts[1] == counts[3] == {"a": {"read": 90, "rejected": 3, "duplicates": 47},
+                                      "b": {"read": 40, "rejected": 1, "duplicates": 9}}
+    for name in ("prompts", "rejected", "duplicates", "sources"):
+        assert (tmp_path / "w1" / f"{name}.parquet").read_bytes() == (tmp_path / "w3" / f"{name}.parquet").read_bytes()
+    kept = pq.read_table(tmp_path / "w3" / "prompts.parquet").to_pylist()
+    assert [(p["source"], p["source_row"]) for p in kept] == \
+        [("a", i) for i in range(40) if i not in (5, 17, 33)] + [("a", 45), ("a", 57), ("a", 73)] + \
+        [("b", i) for i in range(10, 40)]  # first occurrence in source order wins
+    duplicates = pq.read_table(tmp_path / "w3" / "duplicates.parquet").to_pylist()
+    assert [d["source_row"] for d in duplicates if d["source"] == "b"] == [0, 1, 2, 4, 5, 6, 7, 8, 9]
+    assert {d["kept_source"] for d in duplicates} == {"a"}
+    rejected = pq.read_table(tmp_path / "w3" / "rejected.parquet").to_pylist()
+    assert [(r["source"], r["source_row"], r["reason"]) for r in rejected] == [
+        ("a", 5, "empty_prompt"), ("a", 17, "unreadable"), ("a", 33, "too_long"), ("b", 3, "missing_field")]
+
+
+@pytest.mark.parametrize("fault, workers", [("tokenizer_error", 1), ("tokenizer_error", 3), ("tokenizer_kill", 2)])
+def test_a_row_that_crashes_the_tokenizer_stops_the_stage_naming_it(fault, workers, make_config, write_jsonl,
+                                                                    tmp_path, monkeypatch):
+    from shardgen import sources
+    from shardgen.prompt_rows import PromptsError
+
+    monkeypatch.setattr(sources, "CHUNK_ROWS", 7)
+    config = many_rows_config(make_config, write_jsonl, tmp_path)
+    monkeypatch.setenv("SHARDGEN_FAULT", f"{fault}:Question 52:")  # source b, row 22
+    with pytest.raises(PromptsError, match=r"source 'b' row 22\b"):
+        build_prompts(config, tmp_path / "prompts", workers=workers)
+    assert not list((tmp_path / "prompts").iterdir())  # no prompts.parquet, no partial temp file

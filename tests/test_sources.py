@@ -10,6 +10,7 @@ import pytest
 
 from shardgen.config import Config
 from shardgen.formats import RowError
+from shardgen import sources
 from shardgen.sources import SourceError, check_readable, open_source
 
 from conftest import DEMO
@@ -20,11 +21,15 @@ def source(**kw):
     return Config.from_dict(raw)["sources"][0]
 
 
+def rows_of(chunks):
+    return [row for chunk in chunks for row in chunk.rows()]
+
+
 def test_jsonl_rows_and_unreadable_lines(tmp_path):
     path = tmp_path / "a.jsonl"
     path.write_bytes(b'{"query": "q1"}\n\n{"query": "q2"\n{"query": "caf\xff"}\n[1, 2]\n')
-    rows, origin, fingerprint = open_source(source(path=str(path)))
-    rows = list(rows)
+    chunks, origin, fingerprint = open_source(source(path=str(path)))
+    rows = rows_of(chunks)
     assert [i for i, _ in rows] == [0, 2, 3, 4]  # source_row is the line index; blank lines are not rows
     assert rows[0][1] == {"query": "q1"}
     assert isinstance(rows[1][1], RowError) and "line 3: malformed JSON" in rows[1][1].detail
@@ -33,10 +38,20 @@ def test_jsonl_rows_and_unreadable_lines(tmp_path):
     assert fingerprint.startswith("sha256:") and origin == str(path)
 
 
-def test_limit(tmp_path):
-    path = tmp_path / "a.jsonl"
-    path.write_text("".join(json.dumps({"query": f"q{i}"}) + "\n" for i in range(10)))
-    assert len(list(open_source(source(path=str(path), limit=3))[0])) == 3
+@pytest.mark.parametrize("suffix", [".jsonl", ".json", ".parquet"])
+def test_chunks_and_limit_in_every_file_type(tmp_path, monkeypatch, suffix):
+    monkeypatch.setattr(sources, "CHUNK_ROWS", 4)
+    rows = [{"query": f"q{i}"} for i in range(10)]
+    path = tmp_path / f"a{suffix}"
+    if suffix == ".parquet":
+        pq.write_table(pa.Table.from_pylist(rows), path, row_group_size=4)
+    else:
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows) if suffix == ".jsonl" else json.dumps(rows))
+    chunks = list(open_source(source(path=str(path)))[0])
+    assert [len(c) for c in chunks] == [4, 4, 2] and [(c.first_row, c.last_row) for c in chunks][1] == (4, 7)
+    assert rows_of(chunks) == list(enumerate(rows))
+    limited = list(open_source(source(path=str(path), limit=6))[0])
+    assert [len(c) for c in limited] == [4, 2] and rows_of(limited) == list(enumerate(rows[:6]))
 
 
 def test_json_must_be_a_list(tmp_path):
@@ -61,11 +76,14 @@ def test_missing_file_and_unknown_suffix(tmp_path):
         open_source(source(path=str(tmp_path / "a.csv")))
 
 
-def test_local_hf_dataset_folder_loads_offline():
-    rows, origin, fingerprint = open_source(
-        {**source(dataset=str(DEMO / "alpaca_hf")), "format": "instruction"})
-    rows = list(rows)
-    assert len(rows) == 20 and "instruction" in rows[0][1]
+def test_local_hf_dataset_folder_is_read_offline_in_arrow_chunks(monkeypatch):
+    monkeypatch.setattr(sources, "CHUNK_ROWS", 8)
+    chunks, origin, fingerprint = open_source({**source(dataset=str(DEMO / "alpaca_hf"), limit=19),
+                                               "format": "instruction"})
+    chunks = list(chunks)
+    assert [len(c) for c in chunks] == [8, 8, 3] and all(c.arrow is not None for c in chunks)  # never Python rows
+    rows = rows_of(chunks)
+    assert [i for i, _ in rows] == list(range(19)) and "instruction" in rows[0][1]
     assert fingerprint.startswith("fingerprint:")
 
 

@@ -52,6 +52,12 @@ def shard_parts_dir(wildcards):
     return str(path)
 
 
+def prompts_threads():
+    """prompts.workers, else every core snakemake was given (it caps threads at --cores). On Slurm the job gets
+    profiles/slurm's cpus_per_task and its own snakemake (--cores all) sees those cores."""
+    return CONFIG["prompts"]["workers"] or workflow.cores
+
+
 def output_dir(wildcards, output):
     return str(Path(output[0]).parent)
 

@@ -15,6 +15,7 @@ rule prompts:
         results("logs", "prompts.log"),
     benchmark:
         results("benchmarks", "prompts.tsv")
+    threads: prompts_threads()
     params:
         out=output_dir,
         settings=GEN_SETTINGS,
@@ -22,7 +23,7 @@ rule prompts:
     conda:
         BACKEND_ENV
     shell:
-        "shardgen prompts --out {params.out:q} > {log:q} 2>&1"
+        "shardgen prompts --out {params.out:q} --workers {threads} > {log:q} 2>&1"
 
 
 rule split:

@@ -38,7 +38,7 @@ def cmd_demo_model(args):
 def cmd_prompts(args):
     from shardgen.prompts import build_prompts
 
-    counts = build_prompts(_config(args), Path(args.out))
+    counts = build_prompts(_config(args), Path(args.out), workers=args.workers)
     print(json.dumps(counts, indent=1))
 
 
@@ -230,7 +230,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True)
     p.add_argument("--corpus", required=True)
     p.add_argument("--seed", type=int, default=0)
-    add("prompts", cmd_prompts, "normalize, tokenize, dedupe, reject").add_argument("--out", required=True)
+    p = add("prompts", cmd_prompts, "normalize, tokenize, dedupe, reject")
+    p.add_argument("--out", required=True)
+    p.add_argument("--workers", type=int, help="processes (default: the config's prompts.workers, else every core)")
     add("split", cmd_split, "length-balanced shards").add_argument("--out", required=True)
     p = add("generate", cmd_generate, "generate one shard (resumes from committed parts)")
     p.add_argument("--shard", type=int, required=True)

@@ -1,7 +1,6 @@
 """DuckDB over the results tree: named views of every table, and the SQL files in workflow/sql/ run against them."""
 
 import glob
-from pathlib import Path
 
 import duckdb
 import pyarrow as pa

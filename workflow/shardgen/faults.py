@@ -1,13 +1,16 @@
 """Deterministic fault points for the crash tests: SHARDGEN_FAULT=POINT[:N] SIGKILLs this process (as SGLang's
 tree kill would) the Nth time POINT is reached; SHARDGEN_FAULT=enospc[:N] makes the Nth part commit fail with
-ENOSPC. Unset in production: one environment lookup per call."""
+ENOSPC; SHARDGEN_FAULT=tokenizer_error:TEXT or tokenizer_kill:TEXT makes the tokenizer raise (as a Rust panic
+does) or SIGKILLs the process (as a segfault would) on a batch whose rendered text contains TEXT. Unset in
+production: one environment lookup per call."""
 
 import errno
 import os
 import signal
 
 FAULT_ENV = "SHARDGEN_FAULT"
-POINTS = ("after_tmp_write", "after_fsync", "after_rename", "before_dir_fsync", "mid_batch", "enospc")
+POINTS = ("after_tmp_write", "after_fsync", "after_rename", "before_dir_fsync", "mid_batch", "enospc",
+          "tokenizer_error", "tokenizer_kill")
 _seen: dict[str, int] = {}
 
 
@@ -32,3 +35,12 @@ def fault_point(point: str) -> None:
 def disk_full_point() -> None:
     if _armed("enospc"):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC) + " (simulated by SHARDGEN_FAULT)")
+
+
+def tokenizer_fault_point(texts: list[str]) -> None:
+    spec = os.environ.get(FAULT_ENV, "")
+    name, _, marker = spec.partition(":")
+    if name in ("tokenizer_error", "tokenizer_kill") and any(marker in text for text in texts):
+        if name == "tokenizer_kill":
+            os.kill(os.getpid(), signal.SIGKILL)
+        raise RuntimeError(f"simulated tokenizer crash on {marker!r} (SHARDGEN_FAULT)")

@@ -3,15 +3,19 @@
 import hashlib
 import json
 import unicodedata
+from collections.abc import Callable
 
 
 def canonical_messages(messages: list[dict]) -> list[dict]:
     return [{"role": m["role"], "content": unicodedata.normalize("NFC", m["content"]).strip()} for m in messages]
 
 
+def _json(value) -> str:
+    return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+
+
 def _sha256_json(value) -> str:
-    text = json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    return hashlib.sha256(_json(value).encode("utf-8")).hexdigest()
 
 
 def prompt_id(messages: list[dict]) -> str:
@@ -24,11 +28,10 @@ def gen_key(prompt_id: str, model_fingerprint: dict, sampling: dict) -> str:
     return _sha256_json({"prompt_id": prompt_id, "model": model_fingerprint, "sampling": sampling})
 
 
-def gen_key_of(model_fingerprint: dict, sampling: dict):
-    """gen_key as a function of the prompt_id alone, for checking many prompts of one source: the JSON around the
-    (hex) prompt_id is rendered once."""
+def gen_key_of(model_fingerprint: dict, sampling: dict) -> Callable[[str], str]:
+    """gen_key as a function of the prompt_id alone, for the many prompts of one source: the JSON around the
+    (hex, so never escaped) prompt_id is rendered once."""
     placeholder = "0" * 64
-    head, tail = json.dumps({"prompt_id": placeholder, "model": model_fingerprint, "sampling": sampling},
-                            ensure_ascii=False, sort_keys=True, separators=(",", ":")).split(placeholder)
+    head, tail = _json({"prompt_id": placeholder, "model": model_fingerprint, "sampling": sampling}).split(placeholder)
     head, tail = head.encode("utf-8"), tail.encode("utf-8")
     return lambda pid: hashlib.sha256(head + pid.encode("ascii") + tail).hexdigest()

@@ -84,14 +84,18 @@ class ModelInfo:
         special = set(self.tokenizer.all_special_ids) | set(self.tokenizer.added_tokens_decoder)
         return next((t for t in tail if t in special), None)
 
+    @cached_property
+    def chat(self):
+        from shardgen.chat import ChatEncoder
+
+        return ChatEncoder(self.tokenizer, self.template)
+
     def encode(self, messages: list[dict], template_kwargs: dict) -> list[int]:
         return self.encode_batch([messages], template_kwargs)[0]
 
     def encode_batch(self, conversations: list[list[dict]], template_kwargs: dict) -> list[list[int]]:
-        """Render with the chat template and tokenize, a batch at a time (the tokenizer encodes in parallel)."""
-        texts = self.tokenizer.apply_chat_template(conversations, add_generation_prompt=True, tokenize=False,
-                                                   **template_kwargs)
-        return self.tokenizer(texts, add_special_tokens=False).input_ids
+        """Render with the chat template and tokenize, a batch at a time."""
+        return self.chat.encode(conversations, template_kwargs)
 
     def decode(self, ids: list[int]) -> str:
         return self.tokenizer.decode(ids, skip_special_tokens=True)

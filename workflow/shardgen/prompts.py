@@ -1,123 +1,127 @@
-"""Stage 1: read every source, normalize to chat messages, tokenize once, dedupe, reject (never truncate)."""
+"""Stage 1: read every source, normalize to chat messages, tokenize once, dedupe, reject (never truncate).
+Workers process fixed chunks of rows; this process reads, dedupes in source order and writes, so the output is
+the same (byte for byte) whatever the number of workers."""
 
-from dataclasses import dataclass, field
+import os
+from contextlib import ExitStack
+from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from tqdm import tqdm
 
 from shardgen import tables
 from shardgen.atomic import committed, write_table
 from shardgen.config import Config
-from shardgen.formats import RowError, conversation
-from shardgen.keys import gen_key, prompt_id
 from shardgen.model import ModelInfo
+from shardgen.prompt_pool import chunk_results
+from shardgen.prompt_rows import ChunkResult
 from shardgen.sources import open_source
 
-BATCH = 2048
+ROW_GROUP_ROWS = 16384
 
 
 @dataclass
 class SourceTally:
-    rejected: list = field(default_factory=list)
-    duplicates: list = field(default_factory=list)
     rows_read: int = 0
+    rejected: int = 0
+    duplicates: int = 0
     system_replaced: int = 0
 
 
-class PromptBuilder:
-    """Turns normalized conversations into prompt rows, batch by batch, remembering which prompt_ids it kept."""
+class Writers:
+    """prompts, rejected and duplicates, streamed; kept rows buffered into row groups of ROW_GROUP_ROWS."""
 
-    def __init__(self, config: Config, model: ModelInfo, writer: pq.ParquetWriter):
-        self.config, self.model, self.writer = config, model, writer
-        self.kept: dict[bytes, str] = {}  # prompt_id digest -> source that keeps it
-        self.pending: list[dict] = []
+    def __init__(self, stack: ExitStack, out_dir: Path):
+        def writer(name, schema):
+            return stack.enter_context(pq.ParquetWriter(stack.enter_context(committed(out_dir / name)), schema,
+                                                        compression="zstd"))
+        self.prompts = writer("prompts.parquet", tables.PROMPTS)
+        self.rejected = writer("rejected.parquet", tables.REJECTED)
+        self.duplicates = writer("duplicates.parquet", tables.DUPLICATES)
+        self.pending: list[pa.RecordBatch] = []
 
-    def add(self, source: dict, source_row: int, conv, tally: SourceTally) -> None:
-        pid = prompt_id(conv.messages)
-        key = bytes.fromhex(pid)[:16]
-        if key in self.kept:
-            tally.duplicates.append({"source": source["name"], "source_row": source_row, "prompt_id": pid,
-                                     "kept_source": self.kept[key]})
-            return
-        self.kept[key] = source["name"]
-        self.pending.append({"source": source, "source_row": source_row, "conv": conv, "prompt_id": pid,
-                             "tally": tally})
-        if len(self.pending) >= BATCH:
+    def keep(self, batch: pa.RecordBatch) -> None:
+        self.pending.append(batch)
+        if sum(b.num_rows for b in self.pending) >= ROW_GROUP_ROWS:
             self.flush()
 
-    def _encode_pending(self) -> list[list[int]]:
-        # One batch per source: a source's template kwargs are the same for all its rows.
-        ids: list = [None] * len(self.pending)
-        by_source: dict[str, list[int]] = {}
-        for i, item in enumerate(self.pending):
-            by_source.setdefault(item["source"]["name"], []).append(i)
-        for indices in by_source.values():
-            source = self.pending[indices[0]]["source"]
-            encoded = self.model.encode_batch([self.pending[i]["conv"].messages for i in indices],
-                                              self.config.template_kwargs_for(source))
-            for i, token_ids in zip(indices, encoded):
-                ids[i] = token_ids
-        return ids
-
     def flush(self) -> None:
-        rows = []
-        for item, ids in zip(self.pending, self._encode_pending()):
-            source, conv = item["source"], item["conv"]
-            sampling = self.config.sampling_for(source)
-            if len(ids) + sampling["max_new_tokens"] > self.config["model"]["context_length"]:
-                item["tally"].rejected.append({
-                    "source": source["name"], "source_row": item["source_row"], "reason": "too_long",
-                    "detail": f"{len(ids)} prompt tokens + max_new_tokens {sampling['max_new_tokens']} > "
-                              f"context_length {self.config['model']['context_length']}"})
-                continue
-            rows.append({
-                "prompt_id": item["prompt_id"],
-                "gen_key": gen_key(item["prompt_id"], self.model.fingerprint, self.config.gen_settings(source)),
-                "source": source["name"], "source_row": item["source_row"], "messages": conv.messages,
-                "prompt_ids": ids, "prompt_tokens": len(ids), "max_new_tokens": sampling["max_new_tokens"],
-                "temperature": sampling["temperature"], "top_p": sampling["top_p"], "top_k": sampling["top_k"],
-                "sampling_extra": self.config.sampling_extra(source), "reference": conv.reference,
-                "dropped_turns": conv.dropped_turns,
-            })
-        if rows:
-            self.writer.write_table(pa.Table.from_pylist(rows, schema=tables.PROMPTS))
+        if not self.pending:
+            return
+        table = pa.Table.from_batches(self.pending, schema=tables.PROMPTS)
+        self.prompts.write_table(table, row_group_size=max(1, table.num_rows))
         self.pending = []
 
 
-def build_prompts(config: Config, out_dir: Path) -> dict:
-    """Write prompts/, rejected/, duplicates/ and sources.parquet under out_dir; return per-source counts."""
+class Deduper:
+    """The first occurrence of a prompt_id, in source order, is kept; later ones are listed with the keeper."""
+
+    def __init__(self, names: list[str], writers: Writers):
+        self.names, self.writers = names, writers
+        self.kept: dict[bytes, int] = {}  # 16-byte prompt_id prefix -> index of the source that keeps it
+
+    def add(self, result: ChunkResult, tally: SourceTally) -> None:
+        name = self.names[result.source]
+        keep, duplicates, rejected = [], [], list(result.rejected)
+        rows = result.candidates["source_row"].to_pylist()
+        for i, key in enumerate(result.keys):
+            if (keeper := self.kept.get(key)) is not None:
+                duplicates.append((rows[i], i, keeper))
+            elif i in result.too_long:
+                self.kept[key] = result.source
+                rejected.append((rows[i], "too_long", result.too_long[i]))
+            else:
+                self.kept[key] = result.source
+                keep.append(i)
+        if keep:
+            self.writers.keep(result.candidates.take(pa.array(keep, pa.int64())) if len(keep) < len(rows)
+                              else result.candidates)
+        if duplicates:
+            pids = pc.take(result.candidates["prompt_id"], pa.array([i for _, i, _ in duplicates], pa.int64()))
+            self.writers.duplicates.write_table(pa.table({
+                "source": [name] * len(duplicates), "source_row": [r for r, _, _ in duplicates], "prompt_id": pids,
+                "kept_source": [self.names[k] for _, _, k in duplicates]}, schema=tables.DUPLICATES))
+        if rejected:
+            rejected.sort()
+            self.writers.rejected.write_table(pa.table({
+                "source": [name] * len(rejected), "source_row": [r for r, _, _ in rejected],
+                "reason": [x for _, x, _ in rejected], "detail": [d for _, _, d in rejected]},
+                schema=tables.REJECTED))
+        tally.rows_read += result.rows_read
+        tally.system_replaced += result.system_replaced
+        tally.rejected += len(rejected)
+        tally.duplicates += len(duplicates)
+
+
+def default_workers() -> int:
+    return len(os.sched_getaffinity(0))
+
+
+def build_prompts(config: Config, out_dir: Path, workers: int | None = None) -> dict:
+    """Write prompts/, rejected/, duplicates/ and sources.parquet under out_dir; return per-source counts.
+    `workers` processes render and tokenize (default: the config's prompts.workers, else every usable core)."""
+    workers = workers or config["prompts"]["workers"] or default_workers()
     model = ModelInfo.from_config(config["model"])
     model.stop_token_ids  # fails now, before any row is read, if the template is missing
-    opened = [(source, *open_source(source)) for source in config["sources"]]  # file problems stop here
-    tallies: dict[str, SourceTally] = {}
-    source_rows = []
-    with committed(out_dir / "prompts.parquet") as tmp:
-        with pq.ParquetWriter(tmp, tables.PROMPTS, compression="zstd") as writer:
-            builder = PromptBuilder(config, model, writer)
-            for source, rows, origin, fingerprint in opened:
-                tally = tallies[source["name"]] = SourceTally()
-                for source_row, row in tqdm(rows, desc=f"prompts {source['name']}", unit="row", mininterval=5):
-                    tally.rows_read += 1
-                    try:
-                        if isinstance(row, RowError):
-                            raise row
-                        conv, replaced = conversation(row, source["format"], source["fields"],
-                                                      source["system_prompt"])
-                    except RowError as err:
-                        tally.rejected.append({"source": source["name"], "source_row": source_row,
-                                               "reason": err.reason, "detail": err.detail})
-                        continue
-                    tally.system_replaced += replaced
-                    builder.add(source, source_row, conv, tally)
-                source_rows.append({"source": source["name"], "origin": origin, "fingerprint": fingerprint,
-                                    "rows_read": tally.rows_read, "system_replaced": tally.system_replaced})
-            builder.flush()
-    write_table(pa.Table.from_pylist([r for t in tallies.values() for r in t.rejected], schema=tables.REJECTED),
-                out_dir / "rejected.parquet")
-    write_table(pa.Table.from_pylist([r for t in tallies.values() for r in t.duplicates], schema=tables.DUPLICATES),
-                out_dir / "duplicates.parquet")
-    write_table(pa.Table.from_pylist(source_rows, schema=tables.SOURCES), out_dir / "sources.parquet")
-    return {name: {"read": t.rows_read, "rejected": len(t.rejected), "duplicates": len(t.duplicates)}
-            for name, t in tallies.items()}
+    sources = config["sources"]
+    opened = [open_source(source, i) for i, source in enumerate(sources)]  # file problems stop here
+    tallies = [SourceTally() for _ in sources]
+    with ExitStack() as stack:
+        writers = Writers(stack, out_dir)
+        deduper = Deduper([s["name"] for s in sources], writers)
+        bars = [stack.enter_context(tqdm(desc=f"prompts {s['name']}", unit="row", mininterval=5))
+                for s in sources]
+        chunks = (chunk for chunk_iter, _, _ in opened for chunk in chunk_iter)
+        for result in chunk_results(config, model.fingerprint, chunks, workers):
+            deduper.add(result, tallies[result.source])
+            bars[result.source].update(result.rows_read)
+        writers.flush()
+    write_table(pa.Table.from_pylist([
+        {"source": s["name"], "origin": origin, "fingerprint": fingerprint, "rows_read": t.rows_read,
+         "system_replaced": t.system_replaced} for s, (_, origin, fingerprint), t in zip(sources, opened, tallies)],
+        schema=tables.SOURCES), out_dir / "sources.parquet")
+    return {s["name"]: {"read": t.rows_read, "rejected": t.rejected, "duplicates": t.duplicates}
+            for s, t in zip(sources, tallies)}

@@ -1,19 +1,83 @@
-"""Read the rows of one configured source (JSONL, JSON, Parquet or an HF dataset), offline, never stopping on a bad row."""
+"""Read one configured source (JSONL, JSON, Parquet or an HF dataset), offline, as chunks of rows that a worker
+decodes; never stopping on a bad row. The main process only reads bytes or Arrow batches."""
 
 import hashlib
 import json
 import os
 from collections.abc import Iterator
+from dataclasses import dataclass
+from itertools import islice
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from shardgen import ShardgenError
 from shardgen.formats import FORMAT_FIELDS, RowError
 
+CHUNK_ROWS = 2048
+
 
 class SourceError(ShardgenError, ValueError):
     """A file- or config-level problem with a source: stops the run before any GPU work."""
+
+
+@dataclass
+class Chunk:
+    """Consecutive rows of one source: JSONL lines (raw bytes), parsed JSON rows, or an Arrow batch as IPC bytes
+    (pickling a slice of a memory-mapped table would copy the whole table; IPC copies only the slice)."""
+
+    source: int  # index in config["sources"]
+    indices: list[int] | None = None  # source_row of each line or JSON row
+    lines: list[bytes] | None = None
+    values: list | None = None
+    arrow: pa.Buffer | None = None
+    start: int = 0  # source_row of the Arrow batch's first row
+    size: int = 0  # rows in the Arrow batch
+
+    @classmethod
+    def of_batch(cls, source: int, batch: pa.RecordBatch, start: int) -> "Chunk":
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, batch.schema) as writer:
+            writer.write(batch)
+        return cls(source, arrow=sink.getvalue(), start=start, size=batch.num_rows)
+
+    def __len__(self) -> int:
+        return self.size if self.arrow is not None else len(self.indices)
+
+    @property
+    def first_row(self) -> int:
+        return self.start if self.arrow is not None else self.indices[0]
+
+    @property
+    def last_row(self) -> int:
+        return self.start + self.size - 1 if self.arrow is not None else self.indices[-1]
+
+    def _batch(self) -> pa.Table:
+        return pa.ipc.open_stream(self.arrow).read_all()
+
+    def rows(self) -> Iterator[tuple[int, object]]:
+        """(source_row, row or RowError) for every row of the chunk."""
+        if self.arrow is not None:
+            return enumerate(self._batch().to_pylist(), self.start)
+        if self.values is not None:
+            return zip(self.indices, self.values)
+        return zip(self.indices, map(_decode_line, self.indices, self.lines))
+
+    def part(self, start: int, stop: int) -> "Chunk":
+        if self.arrow is not None:
+            return Chunk.of_batch(self.source, self._batch().slice(start, stop - start), self.start + start)
+        cut = slice(start, stop)
+        return Chunk(self.source, self.indices[cut], self.lines and self.lines[cut], self.values and self.values[cut])
+
+
+def _decode_line(index: int, raw: bytes):
+    try:
+        return json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as err:
+        return RowError("unreadable", f"line {index + 1}: invalid UTF-8 at byte {err.start}")
+    except json.JSONDecodeError as err:
+        return RowError("unreadable", f"line {index + 1}: malformed JSON ({err.msg} at column {err.colno})")
 
 
 def file_sha256(path: Path) -> str:
@@ -24,27 +88,22 @@ def file_sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _jsonl_rows(path: Path) -> Iterator[tuple[int, object]]:
+def _jsonl_chunks(path: Path, source: int) -> Iterator[Chunk]:
     with open(path, "rb") as f:
-        for index, raw in enumerate(f):
-            if not raw.strip():
-                continue
-            try:
-                yield index, json.loads(raw.decode("utf-8"))
-            except UnicodeDecodeError as err:
-                yield index, RowError("unreadable", f"line {index + 1}: invalid UTF-8 at byte {err.start}")
-            except json.JSONDecodeError as err:
-                yield index, RowError("unreadable", f"line {index + 1}: malformed JSON ({err.msg} at column {err.colno})")
+        numbered = ((i, raw) for i, raw in enumerate(f) if raw.strip())
+        while block := list(islice(numbered, CHUNK_ROWS)):
+            yield Chunk(source, [i for i, _ in block], [raw for _, raw in block])
 
 
-def _json_rows(path: Path) -> Iterator[tuple[int, object]]:
+def _json_chunks(path: Path, source: int) -> Iterator[Chunk]:
     try:
         data = json.loads(path.read_bytes().decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as err:
         raise SourceError(f"{path}: not a readable JSON file ({err})") from None
     if not isinstance(data, list):
         raise SourceError(f"{path}: a JSON source must hold a list of rows, found {type(data).__name__}")
-    return enumerate(data)
+    return (Chunk(source, list(range(s, min(s + CHUNK_ROWS, len(data)))), values=data[s:s + CHUNK_ROWS])
+            for s in range(0, len(data), CHUNK_ROWS))
 
 
 def _check_columns(columns: list[str], source: dict, where: str) -> None:
@@ -54,17 +113,23 @@ def _check_columns(columns: list[str], source: dict, where: str) -> None:
         raise SourceError(f"{where}: format {source['format']!r} needs column(s) {missing}; it has {columns}")
 
 
-def _parquet_rows(path: Path, source: dict) -> Iterator[tuple[int, object]]:
+def _batch_chunks(batches, source: int) -> Iterator[Chunk]:
+    start = 0
+    for batch in batches:
+        yield Chunk.of_batch(source, batch, start)
+        start += batch.num_rows
+
+
+def _parquet_chunks(path: Path, source: dict, index: int) -> Iterator[Chunk]:
     try:
         parquet = pq.ParquetFile(path)
     except Exception as err:  # pyarrow raises several types for a damaged file
         raise SourceError(f"{path}: not a readable Parquet file ({err})") from None
     _check_columns(parquet.schema_arrow.names, source, str(path))
-    rows = (row for batch in parquet.iter_batches(batch_size=4096) for row in batch.to_pylist())
-    return enumerate(rows)
+    return _batch_chunks(parquet.iter_batches(batch_size=CHUNK_ROWS), index)
 
 
-def _hf_rows(source: dict) -> tuple[Iterator[tuple[int, object]], str]:
+def _hf_chunks(source: dict, index: int) -> tuple[Iterator[Chunk], str]:
     import datasets
 
     name = source["dataset"]
@@ -75,7 +140,9 @@ def _hf_rows(source: dict) -> tuple[Iterator[tuple[int, object]], str]:
         raise SourceError(f"source {source['name']!r}: cannot load HF dataset {name!r} offline "
                           f"(config={source['config']}, split={source['split']}): {type(err).__name__}: {err}") from None
     _check_columns(ds.column_names, source, f"source {source['name']!r} (dataset {name})")
-    return enumerate(ds), source["revision"] or f"fingerprint:{ds._fingerprint}"
+    # Arrow tables sliced from the memory-mapped cache: a 7M-row dataset is never one Python list.
+    batches = ds.with_format("arrow").iter(batch_size=CHUNK_ROWS)
+    return _batch_chunks(batches, index), source["revision"] or f"fingerprint:{ds._fingerprint}"
 
 
 def _local_dataset(name: str) -> bool:
@@ -103,20 +170,29 @@ def check_readable(sources: list[dict]) -> None:
         raise SourceError("; ".join(problems))
 
 
-def open_source(source: dict) -> tuple[Iterator[tuple[int, object]], str, str]:
-    """Return (rows as (source_row, row or RowError), origin, fingerprint); raise SourceError for file problems."""
+def _limited(chunks: Iterator[Chunk], limit: int) -> Iterator[Chunk]:
+    for chunk in chunks:
+        if limit <= 0:
+            return
+        yield chunk.part(0, limit) if len(chunk) > limit else chunk
+        limit -= len(chunk)
+
+
+def open_source(source: dict, index: int = 0) -> tuple[Iterator[Chunk], str, str]:
+    """Return (chunks of the source's rows, origin, fingerprint); raise SourceError for file problems. `index` is
+    the source's place in the config, carried by its chunks."""
     if "dataset" in source:
-        rows, fingerprint = _hf_rows(source)
+        chunks, fingerprint = _hf_chunks(source, index)
         origin = source["dataset"]
     else:
         path = Path(source["path"]).resolve()
         if not path.is_file():
             raise SourceError(f"source {source['name']!r}: file {source['path']} not found (resolved to {path})")
-        readers = {".jsonl": _jsonl_rows, ".json": _json_rows,
-                   ".parquet": lambda p: _parquet_rows(p, source)}
+        readers = {".jsonl": lambda p: _jsonl_chunks(p, index), ".json": lambda p: _json_chunks(p, index),
+                   ".parquet": lambda p: _parquet_chunks(p, source, index)}
         if path.suffix not in readers:
             raise SourceError(f"source {source['name']!r}: {path.name}: unknown file type; use .jsonl, .json or .parquet")
-        rows, origin, fingerprint = readers[path.suffix](path), str(path), f"sha256:{file_sha256(path)}"
+        chunks, origin, fingerprint = readers[path.suffix](path), str(path), f"sha256:{file_sha256(path)}"
     if source["limit"]:
-        rows = (item for item, _ in zip(rows, range(source["limit"])))
-    return rows, origin, fingerprint
+        chunks = _limited(chunks, source["limit"])
+    return chunks, origin, fingerprint

@@ -1,42 +1,93 @@
-"""Stage 2: deterministic, length-balanced shards (longest-processing-time-first over expected tokens)."""
+"""Stage 2: deterministic, length-balanced shards (longest-processing-time-first over expected tokens), streamed:
+DuckDB sorts the prompts heaviest first within a memory limit (spilling to disk), and each batch of the sorted
+stream is placed and appended to its shard's file, so memory does not grow with the number of prompts."""
 
 import heapq
+import shutil
+from contextlib import ExitStack
 from pathlib import Path
 
+import duckdb
 import numpy as np
-import pyarrow.compute as pc
+import pyarrow as pa
 import pyarrow.parquet as pq
 
-from shardgen.atomic import write_table
+from shardgen import db, tables
+from shardgen.atomic import committed
+from shardgen.faults import disk_full_point
+
+BATCH_ROWS = 8192
 
 
 def shard_path(split_dir: Path, shard: int) -> Path:
     return Path(split_dir) / f"shard-{shard:03d}.parquet"
 
 
-def assign(costs: np.ndarray, ids: list[str], n_shards: int) -> tuple[np.ndarray, np.ndarray]:
-    """Shard of each row and the order rows were placed in: heaviest first onto the lightest shard; ties broken by
-    prompt_id, so runs agree."""
-    order = sorted(range(len(costs)), key=lambda i: (-int(costs[i]), ids[i]))
-    heap = [(0, s) for s in range(n_shards)]
-    shard_of = np.empty(len(costs), dtype=np.int32)
-    for i in order:
-        load, shard = heapq.heappop(heap)
-        shard_of[i] = shard
-        heapq.heappush(heap, (load + int(costs[i]), shard))
-    return shard_of, np.array(order, dtype=np.int64)
+class Balancer:
+    """Each cost, in the order given (heaviest first), goes onto the shard with the least load so far (the lowest
+    numbered among equals), as LPT does."""
+
+    def __init__(self, n_shards: int):
+        self.heap = [(0, s) for s in range(n_shards)]
+        self.loads = [0] * n_shards
+
+    def place(self, costs: np.ndarray) -> np.ndarray:
+        shard_of = np.empty(len(costs), dtype=np.int32)
+        heap = self.heap
+        for i, cost in enumerate(costs.tolist()):
+            load, shard = heapq.heappop(heap)
+            shard_of[i] = shard
+            heapq.heappush(heap, (load + cost, shard))
+            self.loads[shard] = load + cost
+        return shard_of
 
 
-def split(prompts_path: Path, split_dir: Path, n_shards: int) -> list[int]:
-    """Write split_dir/shard-NNN.parquet (heaviest prompts first in each); return the expected tokens per shard."""
-    table = pq.read_table(prompts_path)
-    costs = pc.add(table["prompt_tokens"], table["max_new_tokens"]).to_numpy(zero_copy_only=False)
-    shard_of, order = assign(costs, table["prompt_id"].to_pylist(), n_shards)
-    table = table.take(order)
-    shard_of = shard_of[order]
-    loads = []
-    for shard in range(n_shards):
-        part = table.filter(shard_of == shard)
-        write_table(part, shard_path(split_dir, shard))
-        loads.append(int(pc.sum(pc.add(part["prompt_tokens"], part["max_new_tokens"])).as_py() or 0))
-    return loads
+class ShardWriter:
+    """One shard's file, written in row groups of about BATCH_ROWS rows."""
+
+    def __init__(self, stack: ExitStack, path: Path):
+        self.writer = stack.enter_context(pq.ParquetWriter(stack.enter_context(committed(path)), tables.PROMPTS,
+                                                           compression="zstd"))
+        self.pending: list[pa.Table] = []
+        self.rows = 0
+
+    def add(self, table: pa.Table) -> None:
+        self.pending.append(table)
+        self.rows += table.num_rows
+        if self.rows >= BATCH_ROWS:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.rows:
+            self.writer.write_table(pa.concat_tables(self.pending), row_group_size=self.rows)
+        self.pending, self.rows = [], 0
+
+
+def split(prompts_path: Path, split_dir: Path, n_shards: int, memory_limit: str = "1GB") -> list[int]:
+    """Write split_dir/shard-NNN.parquet (heaviest prompts first in each, ties broken by prompt_id, so runs agree);
+    return the expected tokens per shard."""
+    split_dir = Path(split_dir)
+    spill = split_dir / ".split-spill"
+    split_dir.mkdir(parents=True, exist_ok=True)
+    con = duckdb.connect()
+    con.execute(f"SET memory_limit = {db.quote(memory_limit)}")
+    con.execute(f"SET temp_directory = {db.quote(spill)}")
+    balancer = Balancer(n_shards)
+    try:
+        reader = con.sql(f"SELECT * FROM read_parquet({db.quote(prompts_path)}) "
+                         "ORDER BY prompt_tokens + max_new_tokens DESC, prompt_id").to_arrow_reader(BATCH_ROWS)
+        with ExitStack() as stack:
+            shards = [ShardWriter(stack, shard_path(split_dir, s)) for s in range(n_shards)]
+            disk_full_point()
+            for batch in reader:
+                batch = pa.Table.from_batches([batch]).cast(tables.PROMPTS)
+                costs = (batch["prompt_tokens"].to_numpy() + batch["max_new_tokens"].to_numpy()).astype(np.int64)
+                shard_of = balancer.place(costs)
+                for shard, writer in enumerate(shards):
+                    writer.add(batch.filter(shard_of == shard))
+            for writer in shards:
+                writer.flush()
+    finally:
+        con.close()
+        shutil.rmtree(spill, ignore_errors=True)
+    return balancer.loads

@@ -1,0 +1,65 @@
+"""Render conversations with a chat template and tokenize them, a batch at a time, with the same result as
+transformers' apply_chat_template + tokenizer call but without its per-row Python."""
+
+import logging
+
+from shardgen.faults import tokenizer_fault_point
+
+log = logging.getLogger(__name__)
+
+# Contents never hold a NUL (formats rejects them as invalid_text), so it can separate rendered rows.
+SEPARATOR = "\x00"
+PROBES = [[{"role": "user", "content": "Hi"}],
+          [{"role": "system", "content": " Be brief.\n"}, {"role": "user", "content": "\n2 + 2?  "}],
+          [{"role": "user", "content": "a"}, {"role": "user", "content": "{{ b }} <tool_response>"}]]
+
+
+class ChatEncoder:
+    """One tokenizer and template. The template is rendered once per batch (wrapped in a loop over the batch)
+    when that gives the same text as rendering row by row, which is checked on probes and on each batch's first
+    row; otherwise row by row with the same compiled template. Ids come from the Rust tokenizer directly."""
+
+    def __init__(self, tokenizer, template: str):
+        from transformers.utils.chat_template_utils import _compile_jinja_template
+
+        self.tokenizer, self.special_tokens = tokenizer, dict(tokenizer.special_tokens_map)
+        self.row_template = _compile_jinja_template(template)
+        try:
+            self.batch_template = _compile_jinja_template(
+                "{% for messages in shardgen_batch %}" + template + SEPARATOR + "{% endfor %}")
+        except Exception as err:  # jinja raises several types; any means "render row by row"
+            log.info("chat template cannot be rendered by batch (%s); rendering row by row", err)
+            self.batch_template = None
+        self.backend = tokenizer.backend_tokenizer if tokenizer.is_fast else None
+        if self.backend is not None:
+            # a call sets the backend's truncation, padding and special-token splitting as transformers would
+            tokenizer(["probe"], add_special_tokens=False)
+
+    def _render_rows(self, conversations: list[list[dict]], kwargs: dict) -> list[str]:
+        return [self.row_template.render(messages=c, tools=None, documents=None, add_generation_prompt=True,
+                                         **self.special_tokens, **kwargs) for c in conversations]
+
+    def _render_batch(self, conversations: list[list[dict]], kwargs: dict) -> list[str] | None:
+        text = self.batch_template.render(shardgen_batch=conversations, tools=None, documents=None,
+                                          add_generation_prompt=True, **self.special_tokens, **kwargs)
+        texts = text.split(SEPARATOR)[:-1]
+        same = len(texts) == len(conversations) and texts[0] == self._render_rows(conversations[:1], kwargs)[0]
+        return texts if same else None
+
+    def render(self, conversations: list[list[dict]], kwargs: dict) -> list[str]:
+        if self.batch_template is not None and conversations:
+            if self._render_batch(PROBES, kwargs) == self._render_rows(PROBES, kwargs):
+                if (texts := self._render_batch(conversations, kwargs)) is not None:
+                    return texts
+            log.info("chat template renders differently by batch; rendering row by row")
+            self.batch_template = None
+        return self._render_rows(conversations, kwargs)
+
+    def ids(self, texts: list[str]) -> list[list[int]]:
+        tokenizer_fault_point(texts)
+        if self.backend is None:  # a slow (Python) tokenizer
+            return self.tokenizer(texts, add_special_tokens=False).input_ids
+        return [e.ids for e in self.backend.encode_batch_fast(texts, add_special_tokens=False)]
+
+    def encode(self, conversations: list[list[dict]], kwargs: dict) -> list[list[int]]:
+        return self.ids(self.render(conversations, kwargs))
