@@ -103,7 +103,7 @@ def report(config: Config, outputs: list[Path], done_files: list[Path], out_dir:
     layout = Layout(config.results)
     con = _connect(layout)
     record = summary(con)
-    record["dataset_rows_checked"] = check_dataset(config, layout.dataset_dir / "data.parquet", record["generated"])
+    record["dataset_rows_checked"] = check_dataset(config, layout.dataset, record["generated"])
     record.update(outlook(config, layout, done_files, record))
     write_text(json.dumps(record, indent=1), out_dir / "summary.json")
     write_text(json.dumps(manifest(con, config, record["per_source"], outputs, done_files), indent=1, default=str),
