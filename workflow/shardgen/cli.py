@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 from shardgen import ShardgenError
+from shardgen.atomic import write_text
 from shardgen.config import CONFIG_ENV, Config, ConfigError, results_dir_of
 from shardgen.layout import Layout, shard_id
 
@@ -84,7 +85,7 @@ def cmd_retry(args):
         summary[shard] = {"generated": record["generated"], "failed": record["failed"]}
     print(json.dumps({"retried_shards": summary}))
     if args.out:
-        Path(args.out).write_text(json.dumps({"retried_shards": summary}, indent=1))
+        write_text(json.dumps({"retried_shards": summary}, indent=1), Path(args.out))
 
 
 def cmd_merge(args):

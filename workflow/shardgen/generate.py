@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 from tqdm import tqdm
 
 from shardgen import ShardgenError, db, gpu_lease
-from shardgen.atomic import write_text
+from shardgen.atomic import committed, write_text
 from shardgen.attempts import log_event, read_attempts, start_attempt
 from shardgen.config import Config
 from shardgen.layout import Layout, shard_id
@@ -79,8 +79,8 @@ def done_record(layout: Layout, shard: int) -> dict:
     con.execute(f"CREATE VIEW shard_prompts AS SELECT * FROM read_parquet({db.quote(layout.split(shard))})")
     db.define_views(con, "winners", "per_shard")
     failed = layout.shard_failed(shard)
-    failed.parent.mkdir(parents=True, exist_ok=True)
-    con.execute(f"COPY ({db.sql('shard_failed')}) TO {db.quote(failed)} (FORMAT parquet)")
+    with committed(failed) as tmp:
+        con.execute(f"COPY ({db.sql('shard_failed')}) TO {db.quote(tmp)} (FORMAT parquet)")
     return db.query(con, "shard_done", shard=shard)[0]
 
 

@@ -37,8 +37,8 @@ class Writers:
 
     def __init__(self, stack: ExitStack, out_dir: Path):
         def writer(name, schema):
-            return stack.enter_context(pq.ParquetWriter(stack.enter_context(committed(prompt_table(out_dir, name))), schema,
-                                                        compression="zstd"))
+            path = stack.enter_context(committed(prompt_table(out_dir, name)))
+            return stack.enter_context(pq.ParquetWriter(path, schema, compression="zstd"))
         self.prompts = writer("prompts", tables.PROMPTS)
         self.rejected = writer("rejected", tables.REJECTED)
         self.duplicates = writer("duplicates", tables.DUPLICATES)
