@@ -5,7 +5,6 @@ import os
 import duckdb
 import pyarrow as pa
 import pytest
-
 from shardgen import atomic, merge
 from shardgen.atomic import committed, write_table, write_text
 

@@ -6,7 +6,7 @@ from snakemake.utils import validate
 from shardgen.config import Config
 from shardgen.figures import FIGURES
 from shardgen.layout import SHARD_REGEX, SHARD_WILDCARD as SHARD, Layout, shard_ids
-from shardgen.snakemake_support import clear_stale_locks
+from shardgen.locks import clear_stale_locks
 from shardgen.sources import check_readable
 
 

@@ -47,7 +47,5 @@ def write_table(table: pa.Table, path: Path) -> None:
 
 
 def write_text(text: str, path: Path) -> None:
-    with committed(path) as tmp:
-        with open(tmp, "w") as f:
-            f.write(text)
-            f.flush()
+    with committed(path) as tmp, open(tmp, "w") as f:
+        f.write(text)

@@ -56,12 +56,6 @@ def _telemetry_view(con, layout: Layout) -> None:
         con.execute("CREATE OR REPLACE VIEW telemetry AS SELECT * FROM _telemetry_empty")
 
 
-def markdown_table(rows: list[dict]) -> list[str]:
-    """Query rows as a markdown table (blank for NULL)."""
-    head = ["| " + " | ".join(rows[0]) + " |", "|" + "---|" * len(rows[0])]
-    return head + ["| " + " | ".join("" if v is None else str(v) for v in r.values()) + " |" for r in rows]
-
-
 def sql(name: str) -> str:
     """The text of workflow/sql/NAME.sql, or of workflow/sql/internal/NAME.sql (the steps' own queries)."""
     for folder in (SQL_DIR, INTERNAL_SQL_DIR):

@@ -9,7 +9,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from shardgen import db  # noqa: E402
-from shardgen.atomic import committed  # noqa: E402
+from shardgen.atomic import committed
 
 BUCKETS = 40  # the throughput timeline's resolution: about this many buckets whatever the run's length
 

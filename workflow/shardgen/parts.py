@@ -15,7 +15,13 @@ import pyarrow.parquet as pq
 
 from shardgen import ShardgenError, tables
 from shardgen.atomic import write_table, write_text
-from shardgen.layout import PARTS_INDEX, next_number, part_files, part_path, stale_part_temps
+from shardgen.layout import (
+    PARTS_INDEX,
+    next_number,
+    part_files,
+    part_path,
+    stale_part_temps,
+)
 
 log = logging.getLogger(__name__)
 

@@ -14,8 +14,8 @@ from tqdm import tqdm
 
 from shardgen import tables
 from shardgen.atomic import committed, write_table
-from shardgen.layout import prompt_table
 from shardgen.config import Config
+from shardgen.layout import prompt_table
 from shardgen.model import ModelInfo
 from shardgen.prompt_pool import chunk_results
 from shardgen.prompt_rows import ChunkResult

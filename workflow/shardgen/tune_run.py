@@ -17,8 +17,8 @@ from tqdm import tqdm
 from shardgen import db, gpu_lease, tables, telemetry
 from shardgen.atomic import write_text
 from shardgen.config import Config
-from shardgen.layout import parts_glob, telemetry_glob
 from shardgen.driver import PartSink, drive
+from shardgen.layout import parts_glob, telemetry_glob
 from shardgen.model import ModelInfo
 from shardgen.parts import PartWriter
 
