@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from shardgen import tables
-from shardgen.layout import Layout
+from shardgen.layout import Layout, part_path, prompt_table
 
 WORDS = (Path(__file__).resolve().parent.parent / "config" / "demo" / "corpus.txt").read_text().split()
 BLOCK = 100_000
@@ -87,7 +87,7 @@ def synthesize_prompts(prompts_dir: Path, rows: int, sources: int = 4) -> None:
     rng = np.random.default_rng(0)
     prompts_dir.mkdir(parents=True, exist_ok=True)
     words = np.array(WORDS)
-    with pq.ParquetWriter(prompts_dir / "prompts.parquet", tables.PROMPTS, compression="zstd") as writer:
+    with pq.ParquetWriter(prompt_table(prompts_dir, "prompts"), tables.PROMPTS, compression="zstd") as writer:
         for start in range(0, rows, BLOCK):
             n = min(BLOCK, rows - start)
             counts = rng.integers(10, 61, size=n)
@@ -106,12 +106,12 @@ def synthesize_prompts(prompts_dir: Path, rows: int, sources: int = 4) -> None:
                 "top_p": pa.array(np.full(n, 0.95)), "top_k": pa.array(np.full(n, -1, np.int32)),
                 "sampling_extra": pa.array(["{}"] * n), "reference": pa.array(["ok"] * n),
                 "dropped_turns": pa.array(np.zeros(n, np.int32))}, schema=tables.PROMPTS))
-    pq.write_table(tables.REJECTED.empty_table(), prompts_dir / "rejected.parquet")
-    pq.write_table(tables.DUPLICATES.empty_table(), prompts_dir / "duplicates.parquet")
+    pq.write_table(tables.REJECTED.empty_table(), prompt_table(prompts_dir, "rejected"))
+    pq.write_table(tables.DUPLICATES.empty_table(), prompt_table(prompts_dir, "duplicates"))
     per_source = [len(range(s, rows, sources)) for s in range(sources)]
     pq.write_table(pa.Table.from_pylist([
         {"source": f"s{s}", "origin": "synthetic", "fingerprint": "synthetic", "rows_read": per_source[s],
-         "system_replaced": 0} for s in range(sources)], schema=tables.SOURCES), prompts_dir / "sources.parquet")
+         "system_replaced": 0} for s in range(sources)], schema=tables.SOURCES), prompt_table(prompts_dir, "sources"))
 
 
 def synthesize_parts(layout: Layout, shards: int, out_tokens: int, per_part: int = 2000) -> int:
@@ -135,7 +135,7 @@ def synthesize_parts(layout: Layout, shards: int, out_tokens: int, per_part: int
                 "latency_s": pa.array(rng.random(n) * 60), "submitted_at": pa.array([t0] * n, tables.UTC),
                 "finished_at": pa.array(finished, tables.UTC), "gpu": pa.array([str(shard)] * n),
                 "error": pa.array([None] * n, pa.string())}, schema=tables.PART)
-            path = layout.shard_dir(shard) / f"part-{part:05d}.parquet"
+            path = part_path(layout.shard_dir(shard), part)
             path.parent.mkdir(parents=True, exist_ok=True)
             pq.write_table(table, path, compression="zstd")
             part += 1

@@ -15,6 +15,7 @@ Prints a table and saves benchmarks/results/cpu_pipeline.json (with os.getloadav
 """
 
 import argparse
+import glob
 import json
 import os
 import platform
@@ -110,27 +111,26 @@ def bench_scale(args, work: Path, rows: int) -> dict:
     if not layout.prompts.exists():  # inputs kept in --workdir are reused
         synthesize_prompts(layout.prompts_dir, rows)
     stages = [run("split", shardgen(config, "split", "--out", str(layout.split_dir)), base / "split.log")]
-    parts = list(layout.generate_dir.glob("shard-*/part-*.parquet"))
+    parts = glob.glob(layout.parts_glob)
     parts_rows = synthesize_parts(layout, args.shards, args.out_tokens) if not parts else "kept"
     print(f"{rows} rows: synthesized prompts and {parts_rows} part rows in {time.perf_counter() - t:.0f}s "
           "(not a pipeline stage)")
-    ds = layout.dataset_dir
     stages.append(run("merge+export", shardgen(
-        config, "merge", "--dataset", str(ds / "data.parquet"), "--train", str(ds / "train.jsonl"),
-        "--failed", str(layout.root / "merge" / "failed.parquet")), base / "merge.log"))
+        config, "merge", "--dataset", str(layout.dataset), "--train", str(layout.train),
+        "--failed", str(layout.failed)), base / "merge.log"))
     done = []
     for shard in range(args.shards):  # done files as generate writes them, without an engine
         path = layout.done(shard)
         path.write_text(json.dumps({**done_record(layout, shard), "engine": None, "gpu": "synthetic"}, default=str))
         done.append(str(path))
     stages.append(run("report", shardgen(
-        config, "report", "--out", str(layout.report_dir), "--outputs", str(ds / "data.parquet"),
-        str(ds / "train.jsonl"), str(layout.root / "merge" / "failed.parquet"), "--done", *done), base / "report.log"))
+        config, "report", "--out", str(layout.report_dir), "--outputs", str(layout.dataset),
+        str(layout.train), str(layout.failed), "--done", *done), base / "report.log"))
     if any("failed" in s for s in stages):
         return {"rows": rows, "stages": stages}
-    summary = json.loads((layout.report_dir / "summary.json").read_text())
+    summary = json.loads(layout.report_file("summary.json").read_text())
     return {"rows": rows, "generated": summary["generated"], "stages": stages,
-            "dataset_mib": round((ds / "data.parquet").stat().st_size / 2**20)}
+            "dataset_mib": round(layout.dataset.stat().st_size / 2**20)}
 
 
 def main() -> None:

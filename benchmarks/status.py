@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 
 from shardgen import telemetry
 from shardgen.attempts import start_attempt
-from shardgen.layout import Layout
+from shardgen.layout import Layout, telemetry_path
 from shardgen.parts import PartWriter
 from shardgen.status import status
 
@@ -43,7 +43,7 @@ def build(root: Path, shards: int, parts: int, rows: int = 10) -> Layout:
             decode = {**dict.fromkeys(telemetry.SCHEMA.names), "ts": now, "kind": "decode", "running": 256,
                       "queue": 10, "gen_throughput": 7000.0}
             pq.write_table(pa.Table.from_pylist([decode] * 10, schema=telemetry.SCHEMA),
-                           layout.shard_dir(shard) / f"telemetry-{p:05d}.parquet")
+                           telemetry_path(layout.shard_dir(shard), p))
     return layout
 
 

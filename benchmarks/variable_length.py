@@ -29,7 +29,7 @@ import yaml
 
 from shardgen import db, telemetry
 from shardgen.config import Config
-from shardgen.layout import Layout
+from shardgen.layout import ATTEMPTS, Layout, parts_glob, telemetry_glob
 from shardgen.model import ModelInfo
 
 SOURCES = [  # name, rows, max_new_tokens: config/config.yaml's order
@@ -62,7 +62,7 @@ def make(out: Path, model: str, seed: int, scale: float) -> Path:
 
 def _telemetry(shard_dir: Path, since: datetime, until: datetime) -> dict:
     con = duckdb.connect()
-    db.parquet_view(con, "telemetry", str(shard_dir / "telemetry-*.parquet"), telemetry.SCHEMA)
+    db.parquet_view(con, "telemetry", telemetry_glob(shard_dir), telemetry.SCHEMA)
     rows = con.execute("SELECT epoch(ts - $since::TIMESTAMPTZ), running, gen_throughput, queue FROM telemetry "
                        "WHERE kind = 'decode' AND ts BETWEEN $since AND $until ORDER BY ts",
                        {"since": since, "until": until}).fetchall()
@@ -133,11 +133,11 @@ def collect(config_path: Path, arms_path: Path, workflow_wall: float, out: Path)
     config = Config.from_file(config_path)
     layout = Layout(config.results)
     shard_dir = layout.shard_dir(0)
-    parts = duckdb.sql(f"SELECT * FROM read_parquet('{shard_dir}/part-*.parquet')")
+    parts = duckdb.sql(f"SELECT * FROM read_parquet('{parts_glob(shard_dir)}')")
     first, last, tokens, longest, n = parts.aggregate(
         "min(submitted_at), max(finished_at), sum(completion_tokens), max(completion_tokens), count(*)").fetchall()[0]
     wall = (last - first).total_seconds()
-    events = [json.loads(x) for x in (shard_dir / "attempts.jsonl").read_text().splitlines()]
+    events = [json.loads(x) for x in (shard_dir / ATTEMPTS).read_text().splitlines()]
     started = next(datetime.fromisoformat(e["started_at"]) for e in events if "started_at" in e)
     ready = next(datetime.fromisoformat(e["at"]) for e in events if e.get("event") == "engine_started")
     b = _with_floor({"arm": "b", "requests": n, "wall_s": round(wall, 2), "completion_tokens": int(tokens),

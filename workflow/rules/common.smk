@@ -5,15 +5,15 @@ from snakemake.utils import validate
 
 from shardgen.config import Config
 from shardgen.figures import FIGURES
-from shardgen.layout import Layout
-from shardgen.snakemake_support import clear_stale_locks
+from shardgen.layout import SHARD_REGEX, SHARD_WILDCARD as SHARD, Layout, shard_ids
+from shardgen.locks import clear_stale_locks
 from shardgen.sources import check_readable
 
 
 validate(config, schema="../schemas/config.schema.yaml")
 CONFIG = Config.from_dict(config)
 LAYOUT = Layout(CONFIG.results)
-SHARDS = [f"{i:03d}" for i in range(CONFIG.n_shards)]
+SHARDS = shard_ids(CONFIG.n_shards)
 # Checked at every parse, not only when prompts runs: a wrong source path is an error even when results exist.
 check_readable(CONFIG["sources"])
 # Every `shardgen` step reads the resolved config through the environment its job inherits (on Slurm, the
@@ -22,11 +22,7 @@ CONFIG.export_for_jobs()
 clear_stale_locks(workflow)
 
 wildcard_constraints:
-    shard=r"\d{3}",
-
-
-def results(*parts):
-    return str(Path(CONFIG.results, *parts))
+    shard=SHARD_REGEX,
 
 
 def source_files(wildcards):

@@ -6,14 +6,14 @@
 
 rule generate:
     input:
-        shard=results("split", "shard-{shard}.parquet"),
+        shard=LAYOUT.split(SHARD),
         parts=shard_parts_dir,
     output:
-        results("generate", "shard-{shard}.done.json"),
+        LAYOUT.done(SHARD),
     log:
-        results("logs", "generate", "shard-{shard}.log"),
+        LAYOUT.log("generate", SHARD),
     benchmark:
-        results("benchmarks", "generate", "shard-{shard}.tsv")
+        LAYOUT.benchmark("generate", SHARD)
     resources:
         gpu=config["engine"]["tp_size"] if config["gpus"] > 0 else 0,
     conda:
@@ -26,13 +26,13 @@ rule generate:
 # each), rewrites the shards' done files, and so reruns merge and report.
 rule retry_failed:
     input:
-        expand(results("generate", "shard-{shard}.done.json"), shard=SHARDS),
+        [LAYOUT.done(s) for s in SHARDS],
     output:
-        results("generate", "retry.json"),
+        LAYOUT.retry,
     log:
-        results("logs", "retry_failed.log"),
+        LAYOUT.log("retry_failed"),
     benchmark:
-        results("benchmarks", "retry_failed.tsv")
+        LAYOUT.benchmark("retry_failed")
     params:
         limit=3,
     resources:

@@ -4,16 +4,16 @@
 
 rule merge:
     input:
-        prompts=results("prompts", "prompts.parquet"),
-        done=expand(results("generate", "shard-{shard}.done.json"), shard=SHARDS),
+        prompts=LAYOUT.prompts,
+        done=[LAYOUT.done(s) for s in SHARDS],
     output:
-        dataset=results("dataset", "data.parquet"),
-        train=results("dataset", "train.jsonl"),
-        failed=results("merge", "failed.parquet"),
+        dataset=LAYOUT.dataset,
+        train=LAYOUT.train,
+        failed=LAYOUT.failed,
     log:
-        results("logs", "merge.log"),
+        LAYOUT.log("merge"),
     benchmark:
-        results("benchmarks", "merge.tsv")
+        LAYOUT.benchmark("merge")
     params:
         settings=GEN_SETTINGS,
     retries: 0
@@ -30,18 +30,18 @@ rule report:
         outputs=rules.merge.output,
         done=rules.merge.input.done,
     output:
-        summary=results("report", "summary.json"),
-        manifest=results("report", "manifest.json"),
-        markdown=results("report", "report.md"),
+        summary=LAYOUT.report_file("summary.json"),
+        manifest=LAYOUT.report_file("manifest.json"),
+        markdown=LAYOUT.report_file("report.md"),
         figures=report(
-            expand(results("report", "figures", "{figure}.png"), figure=FIGURES),
+            [LAYOUT.figure(f) for f in FIGURES],
             caption="../report/figures.rst",
             category="Generation",
         ),
     log:
-        results("logs", "report.log"),
+        LAYOUT.log("report"),
     benchmark:
-        results("benchmarks", "report.tsv")
+        LAYOUT.benchmark("report")
     params:
         out=output_dir,
     retries: 0

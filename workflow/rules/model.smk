@@ -6,11 +6,11 @@ rule demo_model:
     input:
         corpus="config/demo/corpus.txt",
     output:
-        results("demo-model", "config.json"),
+        LAYOUT.demo_model_dir / "config.json",
     log:
-        results("logs", "demo_model.log"),
+        LAYOUT.log("demo_model"),
     benchmark:
-        results("benchmarks", "demo_model.tsv")
+        LAYOUT.benchmark("demo_model")
     params:
         out=output_dir,
         seed=config["seed"],

@@ -7,14 +7,14 @@ rule prompts:
         sources=source_files,
         model=Path(config["model"]["path"], "config.json"),
     output:
-        prompts=results("prompts", "prompts.parquet"),
-        rejected=results("prompts", "rejected.parquet"),
-        duplicates=results("prompts", "duplicates.parquet"),
-        sources=results("prompts", "sources.parquet"),
+        prompts=LAYOUT.prompts,
+        rejected=LAYOUT.prompt_table("rejected"),
+        duplicates=LAYOUT.prompt_table("duplicates"),
+        sources=LAYOUT.prompt_table("sources"),
     log:
-        results("logs", "prompts.log"),
+        LAYOUT.log("prompts"),
     benchmark:
-        results("benchmarks", "prompts.tsv")
+        LAYOUT.benchmark("prompts")
     threads: prompts_threads()
     params:
         out=output_dir,
@@ -29,13 +29,13 @@ rule prompts:
 rule split:
     localrule: True
     input:
-        results("prompts", "prompts.parquet"),
+        LAYOUT.prompts,
     output:
-        expand(results("split", "shard-{shard}.parquet"), shard=SHARDS),
+        [LAYOUT.split(s) for s in SHARDS],
     log:
-        results("logs", "split.log"),
+        LAYOUT.log("split"),
     benchmark:
-        results("benchmarks", "split.tsv")
+        LAYOUT.benchmark("split")
     params:
         out=output_dir,
         shards=len(SHARDS),

@@ -1,4 +1,5 @@
-"""Durable, atomic file commits: write a temp file, fsync it, rename it into place, fsync the directory."""
+"""Durable, atomic file commits, the one way every result is written: a temp file beside the target, flushed and
+fsynced, renamed onto the target, then the directory fsynced (so the rename itself survives a power cut)."""
 
 import os
 from contextlib import contextmanager
@@ -20,10 +21,11 @@ def fsync_dir(path: Path) -> None:
 
 @contextmanager
 def committed(path: Path):
-    """Yield a temp path beside `path`; on success it is fsynced and renamed onto `path`, on error removed."""
+    """Yield a temp path beside `path` for any writer (pyarrow, DuckDB's COPY, text); on success it is fsynced and
+    renamed onto `path`, on error removed. The temp name carries the pid: two processes may commit the same file."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         yield tmp
         fault_point("after_tmp_write")
@@ -45,5 +47,5 @@ def write_table(table: pa.Table, path: Path) -> None:
 
 
 def write_text(text: str, path: Path) -> None:
-    with committed(path) as tmp:
-        tmp.write_text(text)
+    with committed(path) as tmp, open(tmp, "w") as f:
+        f.write(text)

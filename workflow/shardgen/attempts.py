@@ -12,20 +12,22 @@ import socket
 from datetime import datetime, timezone
 from pathlib import Path
 
+from shardgen.layout import ATTEMPTS
+
 MAX_RESTARTS = 3
 OOM_MARKERS = ("CUDA out of memory", "OutOfMemoryError", "out of memory")
 
 
 def _append(shard_dir: Path, entry: dict) -> None:
     shard_dir.mkdir(parents=True, exist_ok=True)
-    with open(shard_dir / "attempts.jsonl", "a") as f:
+    with open(shard_dir / ATTEMPTS, "a") as f:
         f.write(json.dumps(entry, default=str) + "\n")
         f.flush()
         os.fsync(f.fileno())
 
 
 def _read_log(shard_dir: Path) -> list[dict]:
-    path = Path(shard_dir) / "attempts.jsonl"
+    path = Path(shard_dir) / ATTEMPTS
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
 

@@ -9,8 +9,9 @@ import time
 from pathlib import Path
 
 from shardgen import ShardgenError
+from shardgen.atomic import write_text
 from shardgen.config import CONFIG_ENV, Config, ConfigError, results_dir_of
-from shardgen.layout import Layout
+from shardgen.layout import Layout, shard_id
 
 
 def _config(args) -> Config:
@@ -63,7 +64,7 @@ def cmd_generate(args):
         record = generate_shard(config, args.shard, Path(args.done))
     except KeyboardInterrupt:
         kept = len(part_files(Layout(config.results).shard_dir(args.shard)))
-        raise Interrupted(f"shard {args.shard:03d} interrupted: {kept} parts kept, a rerun resumes") from None
+        raise Interrupted(f"shard {shard_id(args.shard)} interrupted: {kept} parts kept, a rerun resumes") from None
     print(json.dumps({k: v for k, v in record.items() if k != "attempts"}, default=str))
 
 
@@ -74,7 +75,7 @@ def cmd_retry(args):
 
     config = _config(args)
     layout = Layout(config.results)
-    shards = args.shards or sorted(int(p.stem.split("-")[1]) for p in layout.split_dir.glob("shard-*.parquet"))
+    shards = args.shards or layout.split_shards()
     summary = {}
     for shard in shards:
         done = layout.done(shard)
@@ -84,7 +85,7 @@ def cmd_retry(args):
         summary[shard] = {"generated": record["generated"], "failed": record["failed"]}
     print(json.dumps({"retried_shards": summary}))
     if args.out:
-        Path(args.out).write_text(json.dumps({"retried_shards": summary}, indent=1))
+        write_text(json.dumps({"retried_shards": summary}, indent=1), Path(args.out))
 
 
 def cmd_merge(args):
@@ -149,7 +150,7 @@ def cmd_diagnose(args):
     from shardgen.diagnose import render, report
 
     layout = Layout(_results_dir(args))
-    paths = [Path(p) for p in args.paths] or sorted({p.parent for p in layout.generate_dir.glob("shard-*/telemetry-*")})
+    paths = [Path(p) for p in args.paths] or layout.shards_with_telemetry()
     if not paths:
         raise ConfigError(f"nothing to diagnose: give SGLang log files or shard folders (none with telemetry in "
                           f"{layout.generate_dir})")
@@ -164,7 +165,7 @@ def cmd_tune(args):
     options = {"sample": args.sample, "seed": config["seed"] if args.seed is None else args.seed,
                "max_new_tokens": args.max_new_tokens, "ignore_eos": args.ignore_eos, "caps": args.caps,
                "bf16_state": not args.keep_state_dtype}
-    out = Path(args.out) if args.out else Layout(config.results).root / "tune"
+    out = Path(args.out) if args.out else Layout(config.results).tune_dir
     summary = tune(config, out, options, args.settings, args.count)
     print(_table(summary["ranking"]))
     if summary["pending"]:

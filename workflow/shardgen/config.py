@@ -13,6 +13,7 @@ import jsonschema
 import yaml
 
 from shardgen import WORKFLOW_DIR, ShardgenError
+from shardgen.atomic import write_text
 
 SCHEMA_PATH = WORKFLOW_DIR / "schemas" / "config.schema.yaml"
 CONFIG_ENV = "SHARDGEN_CONFIG"
@@ -141,10 +142,7 @@ class Config:
         text = json.dumps(self.raw, indent=1, sort_keys=True)
         path = self.results / ".shardgen" / f"config-{hashlib.sha256(text.encode()).hexdigest()[:16]}.json"
         if not path.exists():
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-            tmp.write_text(text)
-            tmp.replace(path)
+            write_text(text, path)
         return path
 
     def export_for_jobs(self) -> Path:

@@ -35,20 +35,18 @@ def connect(layout: Layout, memory_limit: str | None = None) -> duckdb.DuckDBPyC
     con.execute("SET preserve_insertion_order = false")  # lets large COPYs stream
     if memory_limit:
         con.execute(f"SET memory_limit = {quote(memory_limit)}")
-    pdir = layout.prompts_dir
-    parquet_view(con, "prompts", str(pdir / "prompts.parquet"), tables.PROMPTS)
-    parquet_view(con, "rejected", str(pdir / "rejected.parquet"), tables.REJECTED)
-    parquet_view(con, "duplicates", str(pdir / "duplicates.parquet"), tables.DUPLICATES)
-    parquet_view(con, "sources", str(pdir / "sources.parquet"), tables.SOURCES)
+    for name, schema in (("prompts", tables.PROMPTS), ("rejected", tables.REJECTED),
+                         ("duplicates", tables.DUPLICATES), ("sources", tables.SOURCES)):
+        parquet_view(con, name, str(layout.prompt_table(name)), schema)
     parquet_view(con, "parts", layout.parts_glob, tables.PART, filename="true", file_row_number="true")
-    parquet_view(con, "dataset", str(layout.dataset_dir / "*.parquet"), tables.DATASET)
+    parquet_view(con, "dataset", layout.dataset_glob, tables.DATASET)
     _telemetry_view(con, layout)
     return con
 
 
 def _telemetry_view(con, layout: Layout) -> None:
     """SGLang telemetry of every shard, with its shard number (empty for the CPU engine)."""
-    pattern = str(layout.generate_dir / "shard-*" / "telemetry-*.parquet")
+    pattern = layout.telemetry_glob
     if glob.glob(pattern):
         con.execute("CREATE OR REPLACE VIEW telemetry AS SELECT *, CAST(regexp_extract(filename, "
                     f"'shard-(\\d+)/telemetry', 1) AS INTEGER) AS shard FROM read_parquet({quote(pattern)}, "
@@ -56,12 +54,6 @@ def _telemetry_view(con, layout: Layout) -> None:
     else:
         con.register("_telemetry_empty", telemetry.SCHEMA.empty_table().append_column("shard", pa.array([], pa.int32())))
         con.execute("CREATE OR REPLACE VIEW telemetry AS SELECT * FROM _telemetry_empty")
-
-
-def markdown_table(rows: list[dict]) -> list[str]:
-    """Query rows as a markdown table (blank for NULL)."""
-    head = ["| " + " | ".join(rows[0]) + " |", "|" + "---|" * len(rows[0])]
-    return head + ["| " + " | ".join("" if v is None else str(v) for v in r.values()) + " |" for r in rows]
 
 
 def sql(name: str) -> str:

@@ -5,6 +5,8 @@ import json
 import random
 from pathlib import Path
 
+from shardgen.atomic import write_text
+
 # ChatML: one end-of-turn token (<|im_end|>) that the template emits after every turn.
 CHAT_TEMPLATE = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
                  "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
@@ -60,15 +62,15 @@ def build(out: Path, corpus: Path, seed: int = 0) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     tokenizer_json = json.loads(train_tokenizer(corpus).to_str())
     _pad_vocab(tokenizer_json)
-    (out / "tokenizer.json").write_text(json.dumps(tokenizer_json, ensure_ascii=False))
-    (out / "tokenizer_config.json").write_text(json.dumps({
+    write_text(json.dumps(tokenizer_json, ensure_ascii=False), out / "tokenizer.json")
+    write_text(json.dumps({
         "tokenizer_class": "PreTrainedTokenizerFast", "bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>",
         "pad_token": "<unk>", "model_max_length": 4096, "add_bos_token": False, "chat_template": CHAT_TEMPLATE,
-        "clean_up_tokenization_spaces": False}, indent=1))
+        "clean_up_tokenization_spaces": False}, indent=1), out / "tokenizer_config.json")
     random.seed(seed)
     torch.manual_seed(seed)
     model = AutoModelForCausalLM.from_config(AutoConfig.for_model(**model_config()))
     model.save_pretrained(out)  # writes config.json and generation_config.json
     config = json.loads((out / "config.json").read_text())
-    (out / "config.json").write_text(json.dumps({**config, **model_config()}, indent=1))  # keep SGLang's fields
+    write_text(json.dumps({**config, **model_config()}, indent=1), out / "config.json")  # keep SGLang's fields
     return out

@@ -9,6 +9,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from shardgen import efficiency, telemetry
+from shardgen.layout import Layout, telemetry_glob
 
 SLOTS_PER_REQUEST = {"no_buffer": 3, "extra_buffer": 5, "extra_buffer_lazy": 4, "no_radix": 1}
 ARG = re.compile(r"\b(disable_radix_cache|mamba_scheduler_strategy|mamba_radix_cache_strategy|cuda_graph_max_bs|"
@@ -65,8 +66,8 @@ def read_log(path: Path) -> Run:
 def read_shard(shard_dir: Path) -> Run:
     import duckdb
 
-    rows = duckdb.sql(f"SELECT * FROM '{shard_dir}/telemetry-*.parquet' WHERE kind <> 'client' ORDER BY ts").df()
-    done = json.loads(shard_dir.with_name(f"{shard_dir.name}.done.json").read_text())["engine"] or {}
+    rows = duckdb.sql(f"SELECT * FROM '{telemetry_glob(shard_dir)}' WHERE kind <> 'client' ORDER BY ts").df()
+    done = json.loads(Layout.done_of(shard_dir).read_text())["engine"] or {}
     records = rows.to_dict("records")
     lines = {i: json.dumps({k: v for k, v in r.items() if v == v and v is not None}, default=str)
              for i, r in enumerate(records)}

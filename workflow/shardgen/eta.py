@@ -19,14 +19,14 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from shardgen.attempts import read_attempts
-from shardgen.parts import INDEX_NAME, part_files
+from shardgen.layout import PARTS_INDEX, part_files
 
 
 def _parts(shard_dir: Path) -> list[dict]:
     """attempt, rows, tokens and commit time (mtime) of every committed part (the index, else the part)."""
     index = {}
     with suppress(FileNotFoundError):
-        for line in (shard_dir / INDEX_NAME).read_text().splitlines():
+        for line in (shard_dir / PARTS_INDEX).read_text().splitlines():
             with suppress(ValueError, KeyError):
                 entry = json.loads(line)
                 index[entry["part"]] = {"attempt": entry["attempt"], "rows": entry["rows"], "tokens": entry["tokens"]}

@@ -9,12 +9,14 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from shardgen import db  # noqa: E402
+from shardgen.atomic import committed
 
 BUCKETS = 40  # the throughput timeline's resolution: about this many buckets whatever the run's length
 
 
 def _save(fig, path: Path) -> None:
-    fig.savefig(path, dpi=110)
+    with committed(path) as tmp:
+        fig.savefig(tmp, dpi=110, format="png")
     plt.close(fig)
 
 

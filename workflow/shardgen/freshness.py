@@ -9,6 +9,7 @@ import pyarrow.parquet as pq
 from shardgen import ShardgenError
 from shardgen.config import Config
 from shardgen.keys import gen_key_of
+from shardgen.layout import prompt_table
 from shardgen.model import ModelInfo
 
 
@@ -44,11 +45,11 @@ def check(config: Config, path: Path) -> int:
 
 def check_prompt_set(config: Config, prompts_dir: Path) -> int:
     """The prompt set merge builds from: made from every configured source, every gen_key current."""
-    built = set(pq.read_table(Path(prompts_dir) / "sources.parquet", columns=["source"])["source"].to_pylist())
+    built = set(pq.read_table(prompt_table(prompts_dir, "sources"), columns=["source"])["source"].to_pylist())
     if missing := sorted({s["name"] for s in config["sources"]} - built):
         raise StaleError(f"{prompts_dir} was built without the configured source(s) {missing}: run "
                          "`snakemake --forcerun prompts`")
-    return check(config, Path(prompts_dir) / "prompts.parquet")
+    return check(config, prompt_table(prompts_dir, "prompts"))
 
 
 def check_dataset(config: Config, dataset: Path, generated: int) -> int:

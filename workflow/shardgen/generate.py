@@ -10,10 +10,10 @@ import pyarrow.parquet as pq
 from tqdm import tqdm
 
 from shardgen import ShardgenError, db, gpu_lease
-from shardgen.atomic import write_text
+from shardgen.atomic import committed, write_text
 from shardgen.attempts import log_event, read_attempts, start_attempt
 from shardgen.config import Config
-from shardgen.layout import Layout
+from shardgen.layout import Layout, shard_id
 from shardgen.parts import PartWriter, committed_outcomes, part_files, shard_lock
 from shardgen.watchdog import Watchdog
 
@@ -57,7 +57,7 @@ def _run(config: Config, layout: Layout, shard: int, todo: list[dict], gpu: str)
         log.info("shard %d attempt %d: %d prompts to generate, window %d", shard, attempt, len(todo), window)
         sink = PartSink(PartWriter(shard_dir), **config["checkpoint"])
         watchdog.start(engine.kill)
-        with tqdm(total=len(todo), desc=f"shard {shard:03d}", unit="req", file=sys.stderr, mininterval=2) as bar:
+        with tqdm(total=len(todo), desc=f"shard {shard_id(shard)}", unit="req", file=sys.stderr, mininterval=2) as bar:
             try:
                 engine.run(drive(engine, todo, window=window, sink=sink, shard=shard, attempt=attempt, gpu=gpu,
                                  progress=bar))
@@ -78,9 +78,9 @@ def done_record(layout: Layout, shard: int) -> dict:
     con = db.connect(layout)
     con.execute(f"CREATE VIEW shard_prompts AS SELECT * FROM read_parquet({db.quote(layout.split(shard))})")
     db.define_views(con, "winners", "per_shard")
-    failed = layout.shard_dir(shard) / "failed.parquet"
-    failed.parent.mkdir(parents=True, exist_ok=True)
-    con.execute(f"COPY ({db.sql('shard_failed')}) TO {db.quote(failed)} (FORMAT parquet)")
+    failed = layout.shard_failed(shard)
+    with committed(failed) as tmp:
+        con.execute(f"COPY ({db.sql('shard_failed')}) TO {db.quote(tmp)} (FORMAT parquet)")
     return db.query(con, "shard_done", shard=shard)[0]
 
 

@@ -1,7 +1,75 @@
-"""Where every file lives under results_dir: the one place that knows the paths the contracts name."""
+"""Where every file lives under results_dir: the one place that knows the paths the contracts name, and how shards,
+parts and telemetry parts are numbered. A shard argument is a number (formatted NNN) or, for the rules, the
+`{shard}` wildcard (kept as it is)."""
 
 from dataclasses import dataclass
 from pathlib import Path
+
+SHARD_WILDCARD = "{shard}"
+SHARD_REGEX = r"\d{3}"  # what the wildcard matches: a shard's NNN
+PARTS_INDEX = "parts-index.jsonl"
+ATTEMPTS = "attempts.jsonl"
+
+
+def shard_id(shard: int | str) -> str:
+    return f"{shard:03d}" if isinstance(shard, int) else shard
+
+
+def shard_ids(n_shards: int) -> list[str]:
+    return [shard_id(s) for s in range(n_shards)]
+
+
+def shard_number(path: Path) -> int:
+    """The shard of split/shard-NNN.parquet, generate/shard-NNN/ or its done file."""
+    return int(Path(path).name.split(".")[0].split("-")[1])
+
+
+def shard_file(split_dir: Path, shard: int | str) -> Path:
+    return Path(split_dir) / f"shard-{shard_id(shard)}.parquet"
+
+
+def prompt_table(prompts_dir: Path, name: str) -> Path:
+    """prompts, rejected, duplicates or sources."""
+    return Path(prompts_dir) / f"{name}.parquet"
+
+
+# The files of one folder of parts (a shard's, or a tune setting's): part-NNNNN.parquet, telemetry-NNNNN.parquet.
+def part_path(folder: Path, index: int) -> Path:
+    return Path(folder) / f"part-{index:05d}.parquet"
+
+
+def parts_glob(folder: Path) -> str:
+    return str(Path(folder) / "part-*.parquet")
+
+
+def part_files(folder: Path) -> list[Path]:
+    return sorted(Path(folder).glob("part-*.parquet"))
+
+
+def stale_part_temps(folder: Path) -> list[Path]:
+    """Temp files of part commits killed before their rename."""
+    return sorted(Path(folder).glob(".part-*.tmp"))
+
+
+def file_number(path: Path) -> int:
+    """The NNNNN of part-NNNNN.parquet or telemetry-NNNNN.parquet."""
+    return int(Path(path).stem.split("-")[1])
+
+
+def next_number(files: list[Path]) -> int:
+    return file_number(files[-1]) + 1 if files else 0
+
+
+def telemetry_path(folder: Path, index: int) -> Path:
+    return Path(folder) / f"telemetry-{index:05d}.parquet"
+
+
+def telemetry_glob(folder: Path) -> str:
+    return str(Path(folder) / "telemetry-*.parquet")
+
+
+def telemetry_files(folder: Path) -> list[Path]:
+    return sorted(Path(folder).glob("telemetry-*.parquet"))
 
 
 @dataclass(frozen=True)
@@ -14,28 +82,54 @@ class Layout:
 
     @property
     def prompts(self) -> Path:
-        return self.prompts_dir / "prompts.parquet"
+        return prompt_table(self.prompts_dir, "prompts")
+
+    def prompt_table(self, name: str) -> Path:
+        return prompt_table(self.prompts_dir, name)
 
     @property
     def split_dir(self) -> Path:
         return self.root / "split"
 
-    def split(self, shard: int) -> Path:
-        return self.split_dir / f"shard-{shard:03d}.parquet"
+    def split(self, shard: int | str) -> Path:
+        return shard_file(self.split_dir, shard)
+
+    def split_shards(self) -> list[int]:
+        """The shards split wrote, by number."""
+        return sorted(shard_number(p) for p in self.split_dir.glob("shard-*.parquet"))
 
     @property
     def generate_dir(self) -> Path:
         return self.root / "generate"
 
-    def shard_dir(self, shard: int) -> Path:
-        return self.generate_dir / f"shard-{shard:03d}"
+    def shard_dir(self, shard: int | str) -> Path:
+        return self.generate_dir / f"shard-{shard_id(shard)}"
 
-    def done(self, shard: int) -> Path:
-        return self.generate_dir / f"shard-{shard:03d}.done.json"
+    def done(self, shard: int | str) -> Path:
+        return self.generate_dir / f"shard-{shard_id(shard)}.done.json"
+
+    def shard_failed(self, shard: int | str) -> Path:
+        return self.shard_dir(shard) / "failed.parquet"
+
+    @staticmethod
+    def done_of(shard_dir: Path) -> Path:
+        """The done file beside a shard folder."""
+        return Path(shard_dir).with_name(f"{Path(shard_dir).name}.done.json")
+
+    @property
+    def retry(self) -> Path:
+        return self.generate_dir / "retry.json"
 
     @property
     def parts_glob(self) -> str:
         return str(self.generate_dir / "shard-*" / "part-*.parquet")
+
+    @property
+    def telemetry_glob(self) -> str:
+        return str(self.generate_dir / "shard-*" / "telemetry-*.parquet")
+
+    def shards_with_telemetry(self) -> list[Path]:
+        return sorted({p.parent for p in self.generate_dir.glob("shard-*/telemetry-*")})
 
     @property
     def reset_dir(self) -> Path:
@@ -46,5 +140,42 @@ class Layout:
         return self.root / "dataset"
 
     @property
+    def dataset(self) -> Path:
+        return self.dataset_dir / "data.parquet"
+
+    @property
+    def dataset_glob(self) -> str:
+        return str(self.dataset_dir / "*.parquet")
+
+    @property
+    def train(self) -> Path:
+        return self.dataset_dir / "train.jsonl"
+
+    @property
+    def failed(self) -> Path:
+        return self.root / "merge" / "failed.parquet"
+
+    @property
     def report_dir(self) -> Path:
         return self.root / "report"
+
+    def report_file(self, name: str) -> Path:
+        """summary.json, manifest.json or report.md."""
+        return self.report_dir / name
+
+    def figure(self, name: str) -> Path:
+        return self.report_dir / "figures" / f"{name}.png"
+
+    @property
+    def tune_dir(self) -> Path:
+        return self.root / "tune"
+
+    @property
+    def demo_model_dir(self) -> Path:
+        return self.root / "demo-model"
+
+    def log(self, step: str, shard: int | str | None = None) -> Path:
+        return self.root / "logs" / (f"{step}.log" if shard is None else f"{step}/shard-{shard_id(shard)}.log")
+
+    def benchmark(self, step: str, shard: int | str | None = None) -> Path:
+        return self.root / "benchmarks" / (f"{step}.tsv" if shard is None else f"{step}/shard-{shard_id(shard)}.tsv")

@@ -5,6 +5,7 @@ import shutil
 from pathlib import Path
 
 from shardgen import ShardgenError, db
+from shardgen.atomic import committed
 from shardgen.layout import Layout
 
 ROWS_PER_THREADS = 1_000_000
@@ -15,11 +16,10 @@ class AccountingError(ShardgenError, RuntimeError):
 
 
 def _copy(con, query: str, path: Path, fmt: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
     # small row groups: the COPY buffers one per thread, heavy with token lists
     options = "FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE 16384" if fmt == "parquet" else "FORMAT json"
-    con.execute(f"COPY ({query}) TO {db.quote(tmp)} ({options})")
-    tmp.replace(path)
+    with committed(path) as tmp:
+        con.execute(f"COPY ({query}) TO {db.quote(tmp)} ({options})")
 
 
 def _copy_dataset(con, path: Path) -> None:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from shardgen import forecast as fc
 from shardgen.diagnose import examine
+from shardgen.layout import telemetry_files
 
 PER = 100_000
 
@@ -17,7 +18,7 @@ def efficiency_rows(config, layout, done_files: list[Path]) -> list[dict]:
     for done in done_files:
         record = json.loads(Path(done).read_text())
         shard_dir = layout.shard_dir(record["shard"])
-        if not any(shard_dir.glob("telemetry-*.parquet")):
+        if not telemetry_files(shard_dir):
             rows.append({"shard": record["shard"], "note": "no SGLang telemetry (CPU engine): no efficiency"})
             continue
         entry = examine(shard_dir, Path(config["model"]["path"]), None, hardware["peaks"], hardware["gpu"])

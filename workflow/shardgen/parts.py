@@ -15,9 +15,14 @@ import pyarrow.parquet as pq
 
 from shardgen import ShardgenError, tables
 from shardgen.atomic import write_table, write_text
+from shardgen.layout import (
+    PARTS_INDEX,
+    next_number,
+    part_files,
+    part_path,
+    stale_part_temps,
+)
 
-PART_PATTERN = "part-{:05d}.parquet"
-INDEX_NAME = "parts-index.jsonl"
 log = logging.getLogger(__name__)
 
 
@@ -44,10 +49,6 @@ def shard_lock(shard_dir: Path):
         handle.write(f"{os.getpid()}\n")
         handle.flush()
         yield  # closing the file releases the lock; so does the kernel if this process dies
-
-
-def part_files(shard_dir: Path) -> list[Path]:
-    return sorted(Path(shard_dir).glob("part-*.parquet"))
 
 
 def quarantine(path: Path, reason: str) -> Path:
@@ -90,15 +91,15 @@ class PartWriter:
 
     def __init__(self, shard_dir: Path):
         self.shard_dir = Path(shard_dir)
-        for stale in self.shard_dir.glob(".part-*.tmp"):  # a commit killed before its rename
+        for stale in stale_part_temps(self.shard_dir):
             stale.unlink()
         existing = part_files(self.shard_dir)
-        self.next_index = int(existing[-1].stem.split("-")[1]) + 1 if existing else 0
+        self.next_index = next_number(existing)
         self._forget_lost_parts({p.name for p in existing})
 
     def _forget_lost_parts(self, existing: set[str]) -> None:
         """Drop the index lines of parts that are gone (deleted, quarantined): their rows are generated again now."""
-        index = self.shard_dir / INDEX_NAME
+        index = self.shard_dir / PARTS_INDEX
         if not index.exists():
             return
         lines = index.read_text().splitlines(keepends=True)
@@ -109,11 +110,11 @@ class PartWriter:
             write_text("".join(kept), index)
 
     def commit(self, rows: list[dict]) -> Path:
-        path = self.shard_dir / PART_PATTERN.format(self.next_index)
+        path = part_path(self.shard_dir, self.next_index)
         write_table(pa.Table.from_pylist(rows, schema=tables.PART), path)
         self.next_index += 1
         # A cache for `shardgen status` (one small file instead of every footer); the parts stay the truth.
-        with open(self.shard_dir / INDEX_NAME, "a") as f:
+        with open(self.shard_dir / PARTS_INDEX, "a") as f:
             f.write(json.dumps({"part": path.name, "rows": len(rows), "attempt": rows[0]["attempt"],
                                 "tokens": sum(r["completion_tokens"] for r in rows),
                                 "bytes": path.stat().st_size}) + "\n")

@@ -15,6 +15,7 @@ from tqdm import tqdm
 from shardgen import tables
 from shardgen.atomic import committed, write_table
 from shardgen.config import Config
+from shardgen.layout import prompt_table
 from shardgen.model import ModelInfo
 from shardgen.prompt_pool import chunk_results
 from shardgen.prompt_rows import ChunkResult
@@ -36,11 +37,11 @@ class Writers:
 
     def __init__(self, stack: ExitStack, out_dir: Path):
         def writer(name, schema):
-            return stack.enter_context(pq.ParquetWriter(stack.enter_context(committed(out_dir / name)), schema,
-                                                        compression="zstd"))
-        self.prompts = writer("prompts.parquet", tables.PROMPTS)
-        self.rejected = writer("rejected.parquet", tables.REJECTED)
-        self.duplicates = writer("duplicates.parquet", tables.DUPLICATES)
+            path = stack.enter_context(committed(prompt_table(out_dir, name)))
+            return stack.enter_context(pq.ParquetWriter(path, schema, compression="zstd"))
+        self.prompts = writer("prompts", tables.PROMPTS)
+        self.rejected = writer("rejected", tables.REJECTED)
+        self.duplicates = writer("duplicates", tables.DUPLICATES)
         self.pending: list[pa.RecordBatch] = []
 
     def keep(self, batch: pa.RecordBatch) -> None:
@@ -122,6 +123,6 @@ def build_prompts(config: Config, out_dir: Path, workers: int | None = None) -> 
     write_table(pa.Table.from_pylist([
         {"source": s["name"], "origin": origin, "fingerprint": fingerprint, "rows_read": t.rows_read,
          "system_replaced": t.system_replaced} for s, (_, origin, fingerprint), t in zip(sources, opened, tallies)],
-        schema=tables.SOURCES), out_dir / "sources.parquet")
+        schema=tables.SOURCES), prompt_table(out_dir, "sources"))
     return {s["name"]: {"read": t.rows_read, "rejected": t.rejected, "duplicates": t.duplicates}
             for s, t in zip(sources, tallies)}

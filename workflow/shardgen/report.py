@@ -83,6 +83,12 @@ def tail_note(tails: list[dict]) -> str | None:
            f"{tails[0]['run_wall_s']:.1f} s run ({verdict})."
 
 
+def markdown_table(rows: list[dict]) -> list[str]:
+    """Query rows as a markdown table (blank for NULL)."""
+    head = ["| " + " | ".join(rows[0]) + " |", "|" + "---|" * len(rows[0])]
+    return head + ["| " + " | ".join("" if v is None else str(v) for v in r.values()) + " |" for r in rows]
+
+
 def markdown(record: dict, tails: list[dict] | None = None, figures: list[Path] = ()) -> str:
     lines = ["# shardgen report", "", "| metric | value |", "|---|---|"]
     lines += [f"| {k} | {v} |" for k, v in record.items() if not isinstance(v, (list, dict))]
@@ -92,7 +98,7 @@ def markdown(record: dict, tails: list[dict] | None = None, figures: list[Path] 
     for title in ("per_source", "per_shard"):
         rows = record[title]
         if rows:
-            lines += ["", f"## {title}", "", *db.markdown_table(rows)]
+            lines += ["", f"## {title}", "", *markdown_table(rows)]
     if note := tail_note(tails or []):
         lines += ["", note]
     lines += [""] + [f"![{p.stem}]({p.parent.name}/{p.name})" for p in figures]
@@ -103,7 +109,7 @@ def report(config: Config, outputs: list[Path], done_files: list[Path], out_dir:
     layout = Layout(config.results)
     con = _connect(layout)
     record = summary(con)
-    record["dataset_rows_checked"] = check_dataset(config, layout.dataset_dir / "data.parquet", record["generated"])
+    record["dataset_rows_checked"] = check_dataset(config, layout.dataset, record["generated"])
     record.update(outlook(config, layout, done_files, record))
     write_text(json.dumps(record, indent=1), out_dir / "summary.json")
     write_text(json.dumps(manifest(con, config, record["per_source"], outputs, done_files), indent=1, default=str),

@@ -15,12 +15,9 @@ import pyarrow.parquet as pq
 from shardgen import db, tables
 from shardgen.atomic import committed
 from shardgen.faults import disk_full_point
+from shardgen.layout import shard_file
 
 BATCH_ROWS = 8192
-
-
-def shard_path(split_dir: Path, shard: int) -> Path:
-    return Path(split_dir) / f"shard-{shard:03d}.parquet"
 
 
 class Balancer:
@@ -77,7 +74,7 @@ def split(prompts_path: Path, split_dir: Path, n_shards: int, memory_limit: str 
         reader = con.sql(f"SELECT * FROM read_parquet({db.quote(prompts_path)}) "
                          "ORDER BY prompt_tokens + max_new_tokens DESC, prompt_id").to_arrow_reader(BATCH_ROWS)
         with ExitStack() as stack:
-            shards = [ShardWriter(stack, shard_path(split_dir, s)) for s in range(n_shards)]
+            shards = [ShardWriter(stack, shard_file(split_dir, s)) for s in range(n_shards)]
             disk_full_point()
             for batch in reader:
                 batch = pa.Table.from_batches([batch]).cast(tables.PROMPTS)

@@ -10,9 +10,8 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from shardgen.layout import Layout
 from shardgen.attempts import read_attempts
-from shardgen.parts import INDEX_NAME, part_files
+from shardgen.layout import PARTS_INDEX, Layout, part_files, telemetry_files
 
 
 LIVE_SECONDS = 120  # telemetry older than this says nothing about now (parts are written every 10 s while running)
@@ -20,8 +19,8 @@ LIVE_SECONDS = 120  # telemetry older than this says nothing about now (parts ar
 
 def _read_index(shard_dir: Path) -> dict[str, dict]:
     index = {}
-    if (shard_dir / INDEX_NAME).exists():
-        for line in (shard_dir / INDEX_NAME).read_text().splitlines():
+    if (shard_dir / PARTS_INDEX).exists():
+        for line in (shard_dir / PARTS_INDEX).read_text().splitlines():
             with suppress(ValueError):
                 entry = json.loads(line)
                 index[entry["part"]] = entry
@@ -62,7 +61,7 @@ def _committed(shard_dir: Path) -> tuple[int, dict, dict, list[str]]:
 
 def _live(shard_dir: Path, now: datetime) -> dict:
     """Mean decode tok/s and the last running count in the newest telemetry part, if it is recent."""
-    newest = max(shard_dir.glob("telemetry-*.parquet"), default=None)
+    newest = max(telemetry_files(shard_dir), default=None)
     if newest is None:
         return {}
     rows = [r for r in pq.read_table(newest, columns=["ts", "kind", "running", "gen_throughput"]).to_pylist()
@@ -92,5 +91,4 @@ def shard_status(layout: Layout, shard: int, now: datetime) -> dict:
 
 def status(layout: Layout) -> list[dict]:
     now = datetime.now(timezone.utc)
-    shards = sorted(int(p.stem.split("-")[1]) for p in layout.split_dir.glob("shard-*.parquet"))
-    return [shard_status(layout, s, now) for s in shards]
+    return [shard_status(layout, s, now) for s in layout.split_shards()]

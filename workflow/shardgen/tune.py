@@ -13,7 +13,7 @@ import duckdb
 import pyarrow.parquet as pq
 
 from shardgen import db
-from shardgen.atomic import write_text
+from shardgen.atomic import committed, write_text
 from shardgen.config import Config, ConfigError
 from shardgen.engines.sglang_args import GRAPH_LIMIT_FIELDS, STRATEGY_FIELDS
 from shardgen.layout import Layout
@@ -48,9 +48,9 @@ def write_sample(prompts: Path, out: Path, n: int, seed: int) -> int:
     if not prompts.exists():
         raise ConfigError(f"shardgen tune samples the prompt set, and {prompts} does not exist yet: run "
                           f"`snakemake {prompts}` first")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    duckdb.sql(f"COPY (SELECT * FROM read_parquet({db.quote(prompts)}) ORDER BY hash(gen_key, {int(seed)}), gen_key "
-               f"LIMIT {int(n)}) TO {db.quote(out)} (FORMAT parquet)")
+    with committed(out) as tmp:
+        duckdb.sql(f"COPY (SELECT * FROM read_parquet({db.quote(prompts)}) ORDER BY hash(gen_key, {int(seed)}), "
+                   f"gen_key LIMIT {int(n)}) TO {db.quote(tmp)} (FORMAT parquet)")
     return pq.read_metadata(out).num_rows
 
 

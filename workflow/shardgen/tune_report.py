@@ -6,9 +6,9 @@ from pathlib import Path
 
 import yaml
 
-from shardgen import db
 from shardgen.atomic import write_text
 from shardgen.engines.sglang_args import GRAPH_LIMIT_FIELDS, STRATEGY_FIELDS
+from shardgen.report import markdown_table
 
 COLUMNS = ("setting", "status", "steady_decode_tps", "output_tps", "running_max", "mamba_usage_max", "kv_usage_max",
            "eager_decode_lines", "engine_start_s")
@@ -76,7 +76,7 @@ def write(tune_dir: Path, plan: dict) -> dict:
     """tune.json, ranking.md and, once a setting has run, best.yaml."""
     summary = summarize(tune_dir, plan)
     write_text(json.dumps(summary, indent=1), tune_dir / "tune.json")
-    write_text("\n".join(db.markdown_table(summary["ranking"])) + "\n", tune_dir / "ranking.md")
+    write_text("\n".join(markdown_table(summary["ranking"])) + "\n", tune_dir / "ranking.md")
     if summary["best"]:
         best = json.loads((tune_dir / summary["best"] / "result.json").read_text())
         write_text(fragment(plan, best, summary), tune_dir / "best.yaml")

@@ -18,6 +18,7 @@ from shardgen import db, gpu_lease, tables, telemetry
 from shardgen.atomic import write_text
 from shardgen.config import Config
 from shardgen.driver import PartSink, drive
+from shardgen.layout import parts_glob, telemetry_glob
 from shardgen.model import ModelInfo
 from shardgen.parts import PartWriter
 
@@ -41,8 +42,8 @@ def _drive(engine, prompts: list[dict], parts_dir: Path, window: int, gpu: str, 
 def metrics(workdir: Path, since: datetime, until: datetime | None = None) -> dict:
     """A run's figures from the parts submitted and the telemetry seen in [since, until] (the warm-up is before)."""
     con = duckdb.connect()
-    db.parquet_view(con, "parts", str(workdir / "parts" / "part-*.parquet"), tables.PART)
-    db.parquet_view(con, "telemetry", str(workdir / "telemetry-*.parquet"), telemetry.SCHEMA)
+    db.parquet_view(con, "parts", parts_glob(workdir / "parts"), tables.PART)
+    db.parquet_view(con, "telemetry", telemetry_glob(workdir), telemetry.SCHEMA)
     return db.query(con, "tune_setting", since=since, until=until or datetime.now(timezone.utc))[0]
 
 

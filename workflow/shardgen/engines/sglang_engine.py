@@ -18,6 +18,7 @@ from shardgen.atomic import write_table
 from shardgen.engines import Request, Result
 from shardgen.engines.kernel_cache import point_caches, resolve
 from shardgen.engines.sglang_args import build_server_args, server_arg_names
+from shardgen.layout import next_number, telemetry_files, telemetry_path
 from shardgen.logtap import LogTap
 
 RESOLVED_KEYS = ("max_running_requests", "max_total_tokens", "mem_fraction_static", "chunked_prefill_size",
@@ -33,8 +34,7 @@ class TelemetryWriter:
 
     def __init__(self, shard_dir: Path, every_seconds: float = 10.0):
         self.dir, self.every_seconds = Path(shard_dir), every_seconds
-        existing = sorted(self.dir.glob("telemetry-*.parquet"))
-        self.next_index = int(existing[-1].stem.split("-")[1]) + 1 if existing else 0
+        self.next_index = next_number(telemetry_files(self.dir))
         self.rows: list[dict] = []
         self.completions = self.output_tokens = 0
         self.lock = threading.Lock()
@@ -67,7 +67,7 @@ class TelemetryWriter:
             self.last_tick = now
         if rows:
             write_table(pa.Table.from_pylist(rows, schema=telemetry.SCHEMA),
-                        self.dir / f"telemetry-{self.next_index:05d}.parquet")
+                        telemetry_path(self.dir, self.next_index))
             self.next_index += 1
 
     def close(self) -> None:

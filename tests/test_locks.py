@@ -6,8 +6,8 @@ import sys
 from functools import partial
 from types import SimpleNamespace
 
-from shardgen import snakemake_support
-from shardgen.snakemake_support import clear_stale_locks
+from shardgen import locks
+from shardgen.locks import clear_stale_locks
 
 
 def test_a_live_run_is_named_and_its_locks_are_kept(tmp_path, caplog, monkeypatch):
@@ -15,14 +15,14 @@ def test_a_live_run_is_named_and_its_locks_are_kept(tmp_path, caplog, monkeypatc
     (state / "locks").mkdir(parents=True)
     (state / "locks" / "0.input.lock").write_text("")
     holder = subprocess.Popen([sys.executable, "-c", (
-        "import sys, time; from pathlib import Path; from shardgen.snakemake_support import hold_run_guard\n"
+        "import sys, time; from pathlib import Path; from shardgen.locks import hold_run_guard\n"
         f"assert hold_run_guard(Path({str(state)!r})); print('held', flush=True); time.sleep(60)")],
         stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "held"
-        monkeypatch.setattr(snakemake_support, "_guard", None)
-        monkeypatch.setattr(snakemake_support, "hold_run_guard",
-                            partial(snakemake_support.hold_run_guard, wait_s=0.5))
+        monkeypatch.setattr(locks, "_guard", None)
+        monkeypatch.setattr(locks, "hold_run_guard",
+                            partial(locks.hold_run_guard, wait_s=0.5))
         with caplog.at_level(logging.ERROR, "shardgen"):
             assert clear_stale_locks(SimpleNamespace(is_main_process=True), state) == []
     finally:
