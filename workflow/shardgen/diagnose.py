@@ -8,7 +8,8 @@ import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from shardgen import efficiency, telemetry
+from shardgen import efficiency
+from shardgen.engines import telemetry
 
 SLOTS_PER_REQUEST = {"no_buffer": 3, "extra_buffer": 5, "extra_buffer_lazy": 4, "no_radix": 1}
 ARG = re.compile(r"\b(disable_radix_cache|mamba_scheduler_strategy|mamba_radix_cache_strategy|cuda_graph_max_bs|"
