@@ -26,9 +26,9 @@ from shardgen.model import ModelInfo  # noqa: E402
 
 
 def burst(engine, rows: list[dict], max_new: int) -> float:
-    sampling = {"max_new_tokens": max_new, "temperature": 0.8, "stop_token_ids": engine.stop_ids, "ignore_eos": True}
+    """The bare engine's batch call; the engine adds ignore_eos, so every output runs to max_new."""
     start = time.perf_counter()
-    engine.engine.generate(input_ids=[r["prompt_ids"] for r in rows], sampling_params=sampling)
+    engine.generate_all([r["prompt_ids"] for r in rows], [{"max_new_tokens": max_new, "temperature": 0.8}] * len(rows))
     return round(time.perf_counter() - start, 2)
 
 
@@ -46,20 +46,19 @@ def main() -> None:
     layout = prepare_inputs(Config.from_dict({**base.raw, "results_dir": str(base.results) + "-arms"}))
     rows = pq.read_table(layout.prompts).to_pylist()[:args.burst]
     was_empty = not any(p.is_file() for p in args.cache_dir.rglob("*"))
-    from shardgen.engines.sglang_engine import SGLangEngine
+    from shardgen.engines.session import open_engine
 
     t0 = time.perf_counter()
-    engine = SGLangEngine(config, ModelInfo.from_config(config["model"]), args.cache_dir.parent / f"start-{args.label}")
-    start_s = round(time.perf_counter() - t0, 1)
-    try:
+    with open_engine(config, ModelInfo.from_config(config["model"]), args.cache_dir.parent / f"start-{args.label}",
+                     extra_sampling={"ignore_eos": True}) as engine:
+        start_s = round(time.perf_counter() - t0, 1)
         first, second = burst(engine, rows, args.max_new), burst(engine, rows, args.max_new)
-    finally:
-        engine.close()
+        version = engine.describe()["version"]
     files = {sub.name: sum(1 for p in sub.rglob("*") if p.is_file()) for sub in sorted(args.cache_dir.iterdir())}
     record = {"label": args.label, "cache_dir_was_empty": was_empty, "engine_start_s": start_s,
               "burst": {"prompts": len(rows), "max_new_tokens": args.max_new}, "first_burst_s": first,
               "second_burst_s": second, "stall_s": round(first - second, 2), "cache_files_after": files,
-              "version": engine.version, "date": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+              "version": version, "date": datetime.now(timezone.utc).isoformat(timespec="seconds")}
     saved = json.loads(args.out.read_text()) if args.out.exists() else {"starts": []}
     saved["starts"].append(record)
     args.out.write_text(json.dumps(saved, indent=1) + "\n")

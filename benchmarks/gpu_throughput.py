@@ -4,9 +4,10 @@
     python benchmarks/gpu_throughput.py grid --model /root/model/nh8b --n 1500 --workdir /root/grid --count 2
 
 Same prompts (benchmarks/data/prompts.jsonl, rendered with the model's chat template once), same input_ids,
-fixed output length (ignore_eos), same engine. (a) is one `Engine.generate(list)` call; (b) is shardgen's driver:
-the bounded async window, parts committed every 512 records / 60 s. Both are warmed up and timed from first
-submit to last completion, without the engine start. `grid` is `shardgen tune` on these prompts, starting from
+fixed output length (ignore_eos), same engine. (a) is one `Engine.generate(list)` call; (b) is `run_prompts`, what
+`shardgen generate` runs: the bounded async window (engine.inflight x max running requests), parts committed at the
+checkpoint cadence (the defaults: 2.0, every 512 records / 60 s). Both are warmed up and timed from first submit to
+last completion, without the engine start. `grid` is `shardgen tune` on these prompts, starting from
 the original slow run's settings (extra_buffer, mamba_full_memory_ratio 8): a fresh engine per setting, (b) once,
 ranked by steady decode tok/s (the median of the scheduler's decode lines while its queue is non-empty: window
 full, before the tail); it measures --count settings per call and resumes from --workdir. Results go to --out.
@@ -20,14 +21,11 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from tqdm import tqdm
-
 from shardgen.config import Config
-from shardgen.driver import PartSink, drive
-from shardgen.engines.sglang_engine import SGLangEngine
+from shardgen.driver import run_prompts, window
+from shardgen.engines.session import open_engine
 from shardgen.model import ModelInfo
-from shardgen.parts import PartWriter
-from shardgen.tune_run import metrics
+from shardgen.tune.measure import metrics
 
 PROMPTS = Path(__file__).parent / "data" / "prompts.jsonl"
 BASE = {"load_format": "dummy", "attention_backend": "fa3"}
@@ -39,12 +37,11 @@ TELEMETRY_KEYS = ("steady_decode_tps", "running_max", "mamba_usage_max", "kv_usa
 START = {"mamba_strategy": "extra_buffer", "args": {"mamba_full_memory_ratio": 8.0}}  # the original slow run
 
 
-def make_engine(model: Path, setting: str, mem: float, workdir: Path) -> SGLangEngine:
+def bench_config(model: Path, setting: str, mem: float) -> Config:
     engine = {"backend": "sglang", "mem_fraction_static": mem, **SETTINGS[setting]}
     engine["args"] = {**BASE, **engine.get("args", {})}
-    config = Config.from_dict({"model": {"path": str(model)}, "engine": engine, "gpus": 1, "seed": 0,
-                               "sources": [{"name": "bench", "path": str(PROMPTS), "format": "prompt"}]})
-    return SGLangEngine(config, ModelInfo.from_config(config["model"]), workdir, extra_sampling={"ignore_eos": True})
+    return Config.from_dict({"model": {"path": str(model)}, "engine": engine, "gpus": 1, "seed": 0,
+                             "sources": [{"name": "bench", "path": str(PROMPTS), "format": "prompt"}]})
 
 
 def load_prompts(model: Path, n: int, max_new: int) -> list[dict]:
@@ -54,42 +51,38 @@ def load_prompts(model: Path, n: int, max_new: int) -> list[dict]:
              "temperature": 0.8, "top_p": 1.0, "top_k": -1} for i, p in enumerate(ids)]
 
 
-def run_engine_list(engine: SGLangEngine, prompts: list[dict]) -> dict:
-    sampling = {"max_new_tokens": prompts[0]["max_new_tokens"], "temperature": 0.8, "top_p": 1.0, "top_k": -1,
-                "stop_token_ids": engine.stop_ids, "ignore_eos": True}
+def run_engine_list(engine, config: Config, prompts: list[dict]) -> dict:
+    sampling = [{k: p[k] for k in ("max_new_tokens", "temperature", "top_p", "top_k")} for p in prompts]
     start = time.perf_counter()
-    outs = engine.engine.generate(input_ids=[p["prompt_ids"] for p in prompts], sampling_params=sampling)
+    results = engine.generate_all([p["prompt_ids"] for p in prompts], sampling)
     wall = time.perf_counter() - start
-    tokens = sum(o["meta_info"]["completion_tokens"] for o in outs)
+    tokens = sum(len(r.output_ids) for r in results)
     return {"arm": "engine_generate_list", "wall_s": round(wall, 3), "completion_tokens": tokens,
             "output_tps": round(tokens / wall, 1)}
 
 
-def run_shardgen(engine: SGLangEngine, prompts: list[dict], workdir: Path, attempt: int) -> dict:
-    sink = PartSink(PartWriter(workdir / "parts"), every_records=512, every_seconds=60)
-    window = int(2.0 * engine.max_running_requests)
+def run_shardgen(engine, config: Config, prompts: list[dict], workdir: Path, attempt: int) -> dict:
     start = datetime.now(timezone.utc)
-    with tqdm(total=len(prompts), disable=True) as bar:
-        engine.run(drive(engine, prompts, window=window, sink=sink, shard=0, attempt=attempt, gpu="0", progress=bar))
+    run_prompts(engine, prompts, workdir / "parts", config, shard=0, attempt=attempt, gpu="0", desc="shardgen")
     run = metrics(workdir, start)
-    return {"arm": "shardgen_generate", "window": window, **{k: run[k] for k in ("wall_s", "completion_tokens",
-                                                                                 "output_tps")}}
+    return {"arm": "shardgen_generate", "window": window(config, engine),
+            **{k: run[k] for k in ("wall_s", "completion_tokens", "output_tps")}}
 
 
-def timed(fn, engine, workdir, *args) -> dict:
+def timed(fn, engine, config, workdir, *args) -> dict:
     """One arm, with what the scheduler's telemetry saw while it ran (the same query `shardgen tune` ranks by)."""
     start = datetime.now(timezone.utc)
-    result = fn(engine, *args)
-    engine.telemetry.flush()
+    result = fn(engine, config, *args)
+    engine.flush_telemetry()
     seen = metrics(workdir, start, datetime.now(timezone.utc))
     return {**result, **{k: seen[k] for k in TELEMETRY_KEYS}}
 
 
-def warm_up(engine: SGLangEngine, prompts: list[dict]) -> None:
+def warm_up(engine, config: Config, prompts: list[dict]) -> None:
     few = [{**p, "max_new_tokens": 16} for p in prompts[:16]]
-    run_engine_list(engine, few)
+    run_engine_list(engine, config, few)
     with tempfile.TemporaryDirectory() as tmp:
-        run_shardgen(engine, [{**p, "gen_key": "w" + p["gen_key"]} for p in few], Path(tmp), attempt=99)
+        run_shardgen(engine, config, [{**p, "gen_key": "w" + p["gen_key"]} for p in few], Path(tmp), attempt=99)
 
 
 def summarize(runs: list[dict], arm: str) -> dict:
@@ -99,22 +92,21 @@ def summarize(runs: list[dict], arm: str) -> dict:
 
 def compare(args, workdir: Path) -> dict:
     prompts = load_prompts(args.model, args.n, args.max_new)
+    config = bench_config(args.model, args.setting, args.mem)
     t0 = time.perf_counter()
-    engine = make_engine(args.model, args.setting, args.mem, workdir)
-    start_s = round(time.perf_counter() - t0, 1)
-    try:
-        warm_up(engine, prompts)
+    with open_engine(config, ModelInfo.from_config(config["model"]), workdir,
+                     extra_sampling={"ignore_eos": True}) as engine:
+        start_s = round(time.perf_counter() - t0, 1)
+        warm_up(engine, config, prompts)
         runs = []
         for repeat in range(args.repeats):
-            runs.append(timed(run_engine_list, engine, workdir, prompts))
-            runs.append(timed(run_shardgen, engine, workdir, prompts, workdir, repeat + 1))
+            runs.append(timed(run_engine_list, engine, config, workdir, prompts))
+            runs.append(timed(run_shardgen, engine, config, workdir, prompts, workdir, repeat + 1))
             print(json.dumps(runs[-2:]), flush=True)
         a, b = summarize(runs, "engine_generate_list"), summarize(runs, "shardgen_generate")
         return {"setting": args.setting, "engine": engine.describe(), "engine_start_s": start_s, "runs": runs,
                 "engine_output_tps": a, "shardgen_output_tps": b,
                 "shardgen_over_engine_output_tps": round(b["median"] / a["median"], 4)}
-    finally:
-        engine.close()
 
 
 def grid(args, workdir: Path) -> dict:

@@ -17,7 +17,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from shardgen import telemetry
+from shardgen import tables
 from shardgen.attempts import start_attempt
 from shardgen.layout import Layout, telemetry_path
 from shardgen.parts import PartWriter
@@ -40,9 +40,9 @@ def build(root: Path, shards: int, parts: int, rows: int = 10) -> Layout:
                       "completion_tokens": 3, "cached_tokens": 0, "latency_s": 1.0, "submitted_at": now,
                       "finished_at": now, "gpu": str(shard), "error": None} for r in range(rows)]
             writer.commit(chunk)
-            decode = {**dict.fromkeys(telemetry.SCHEMA.names), "ts": now, "kind": "decode", "running": 256,
+            decode = {**dict.fromkeys(tables.TELEMETRY.names), "ts": now, "kind": "decode", "running": 256,
                       "queue": 10, "gen_throughput": 7000.0}
-            pq.write_table(pa.Table.from_pylist([decode] * 10, schema=telemetry.SCHEMA),
+            pq.write_table(pa.Table.from_pylist([decode] * 10, schema=tables.TELEMETRY),
                            telemetry_path(layout.shard_dir(shard), p))
     return layout
 

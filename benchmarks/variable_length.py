@@ -27,7 +27,7 @@ import duckdb
 import pyarrow.parquet as pq
 import yaml
 
-from shardgen import db, telemetry
+from shardgen import db, tables
 from shardgen.config import Config
 from shardgen.layout import ATTEMPTS, Layout, parts_glob, telemetry_glob
 from shardgen.model import ModelInfo
@@ -62,7 +62,7 @@ def make(out: Path, model: str, seed: int, scale: float) -> Path:
 
 def _telemetry(shard_dir: Path, since: datetime, until: datetime) -> dict:
     con = duckdb.connect()
-    db.parquet_view(con, "telemetry", telemetry_glob(shard_dir), telemetry.SCHEMA)
+    db.parquet_view(con, "telemetry", telemetry_glob(shard_dir), tables.TELEMETRY)
     rows = con.execute("SELECT epoch(ts - $since::TIMESTAMPTZ), running, gen_throughput, queue FROM telemetry "
                        "WHERE kind = 'decode' AND ts BETWEEN $since AND $until ORDER BY ts",
                        {"since": since, "until": until}).fetchall()
@@ -82,14 +82,14 @@ def _with_floor(arm: dict, longest: int) -> dict:
 
 
 def run_arm(engine, rows: list[dict], name: str, shard_dir: Path) -> dict:
-    sampling = [{"max_new_tokens": r["max_new_tokens"], "temperature": r["temperature"], "top_p": r["top_p"],
-                 "top_k": r["top_k"], "stop_token_ids": engine.stop_ids} for r in rows]
+    """The bare engine's own batch call (Engine.generate(list)) over `rows`, in their order."""
+    sampling = [{k: r[k] for k in ("max_new_tokens", "temperature", "top_p", "top_k")} for r in rows]
     since = datetime.now(timezone.utc)
     start = time.perf_counter()
-    outs = engine.engine.generate(input_ids=[r["prompt_ids"] for r in rows], sampling_params=sampling)
+    results = engine.generate_all([r["prompt_ids"] for r in rows], sampling)
     wall = time.perf_counter() - start
-    engine.telemetry.flush()
-    tokens = [o["meta_info"]["completion_tokens"] for o in outs]
+    engine.flush_telemetry()
+    tokens = [len(r.output_ids) for r in results]
     arm = {"arm": name, "requests": len(rows), "wall_s": round(wall, 2), "completion_tokens": sum(tokens),
            "output_tps": round(sum(tokens) / wall, 1),
            **_telemetry(shard_dir, since, datetime.now(timezone.utc))}
@@ -110,22 +110,19 @@ def prepare_inputs(config: Config) -> Layout:
 
 
 def arms(config_path: Path, out: Path, order: list[str]) -> None:
-    from shardgen.engines.sglang_engine import SGLangEngine
+    from shardgen.engines.session import open_engine
 
     config = Config.from_file(config_path)
     bench = Layout(Path(str(config.results) + "-arms"))
     layout = prepare_inputs(Config.from_dict({**config.raw, "results_dir": str(bench.root)}))
     by_order = {"a": pq.read_table(layout.prompts).to_pylist(), "a_prime": pq.read_table(layout.split(0)).to_pylist()}
     t0 = time.perf_counter()
-    engine = SGLangEngine(config, ModelInfo.from_config(config["model"]), bench.root / "engine")
-    result = {"engine_start_s": round(time.perf_counter() - t0, 1), "arms": {}}
-    try:
+    with open_engine(config, ModelInfo.from_config(config["model"]), bench.root / "engine") as engine:
+        result = {"engine_start_s": round(time.perf_counter() - t0, 1), "arms": {}}
         run_arm(engine, [{**r, "max_new_tokens": 16} for r in by_order["a"][:64]], "warm-up", bench.root / "engine")
         for name in order:
             result["arms"][name] = run_arm(engine, by_order[name], name, bench.root / "engine")
             out.write_text(json.dumps({**result, "engine": engine.describe()}, indent=1, default=str) + "\n")
-    finally:
-        engine.close()
 
 
 def collect(config_path: Path, arms_path: Path, workflow_wall: float, out: Path) -> dict:

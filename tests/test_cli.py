@@ -8,7 +8,7 @@ from datetime import datetime, timedelta, timezone
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from shardgen import telemetry
+from shardgen import tables
 from shardgen.attempts import start_attempt
 from shardgen.cli import main
 from shardgen.generate import generate_shard
@@ -68,10 +68,10 @@ def test_status_shows_live_tokens_per_second_from_the_newest_telemetry(tmp_path,
     assert status(layout)[0]["out_tok_per_s"] > 0  # no telemetry (the CPU engine): the attempt's average
 
     def decode(seconds_ago, running, tps):
-        row = dict.fromkeys(telemetry.SCHEMA.names)
+        row = dict.fromkeys(tables.TELEMETRY.names)
         return {**row, "ts": now - timedelta(seconds=seconds_ago), "kind": "decode", "running": running, "queue": 3,
                 "gen_throughput": tps}
-    table = lambda rs: pa.Table.from_pylist(rs, schema=telemetry.SCHEMA)  # noqa: E731
+    table = lambda rs: pa.Table.from_pylist(rs, schema=tables.TELEMETRY)  # noqa: E731
     pq.write_table(table([decode(30, 100, 1000.0)]), shard_dir / "telemetry-00000.parquet")
     pq.write_table(table([decode(8, 250, 5000.0), decode(2, 256, 6000.0)]), shard_dir / "telemetry-00001.parquet")
     assert main(["--results", str(layout.root), "status"]) == 0

@@ -13,7 +13,7 @@ import pytest
 
 from shardgen.cli import main
 from shardgen.config import Config, ConfigError
-from shardgen.engines.sglang_args import build_server_args
+from shardgen.engines.sglang_args import build_server_args, graph_limit, logged_server_args, mamba_strategy
 from shardgen.layout import Layout
 from shardgen.prompts import build_prompts
 from shardgen.model import ModelInfo
@@ -61,6 +61,21 @@ def test_extra_buffer_keeps_overlap_and_old_spellings_are_translated():
 def test_unknown_argument_fails_naming_it_and_the_closest_names():
     with pytest.raises(ConfigError, match=r"does not know 'attention_backends' \(closest: attention_backend"):
         build_server_args(config(args={"attention_backends": "fa3"}), "/m", FIELDS_0517)
+
+
+def test_logged_and_resolved_arguments_are_read_back_under_either_name():
+    old = logged_server_args("[2026-12-02 10:00:00] server_args=ServerArgs(model_path='/m', disable_radix_cache=False, "
+                             "cuda_graph_max_bs=256, mamba_scheduler_strategy='no_buffer', dtype='auto')")
+    new = logged_server_args("[2026-12-02 10:00:00] server_args=ServerArgs(model_path='/m', "
+                             "cuda_graph_max_bs_decode=512, mamba_radix_cache_strategy='extra_buffer', "
+                             "mamba_ssm_dtype='bfloat16')")
+    assert old == {"disable_radix_cache": "False", "cuda_graph_max_bs": "256", "mamba_scheduler_strategy": "no_buffer",
+                   "dtype": "auto"}
+    assert (mamba_strategy(old), graph_limit(old)) == ("no_buffer", 256)
+    assert (mamba_strategy(new), graph_limit(new), new["mamba_ssm_dtype"]) == ("extra_buffer", 512, "bfloat16")
+    assert mamba_strategy({"disable_radix_cache": True, "mamba_radix_cache_strategy": "no_buffer"}) == "no_radix"
+    assert graph_limit({"cuda_graph_max_bs_decode": None}) is None
+    assert logged_server_args("[2026-12-02 10:00:00] Load weight end.") is None
 
 
 def run_generate(cfg: Config, shard: int, version: str, **env) -> subprocess.CompletedProcess:

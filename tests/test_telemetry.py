@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from shardgen.telemetry import parse_line, parse_startup
+from shardgen.engines.telemetry import parse_line, parse_startup
 
 LOGS = Path(__file__).parent / "data" / "sglang-logs"
 

@@ -15,7 +15,7 @@ import yaml
 from shardgen.config import Config
 from shardgen.layout import Layout
 from shardgen.prompts import build_prompts
-from shardgen.tune import grid
+from shardgen.tune.plan import grid
 
 FAKE = Path(__file__).parent / "fake_sglang"
 

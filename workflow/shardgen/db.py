@@ -5,7 +5,7 @@ import glob
 import duckdb
 import pyarrow as pa
 
-from shardgen import WORKFLOW_DIR, ShardgenError, tables, telemetry
+from shardgen import WORKFLOW_DIR, ShardgenError, tables
 from shardgen.layout import Layout
 
 SQL_DIR = WORKFLOW_DIR / "sql"
@@ -52,7 +52,7 @@ def _telemetry_view(con, layout: Layout) -> None:
                     f"'shard-(\\d+)/telemetry', 1) AS INTEGER) AS shard FROM read_parquet({quote(pattern)}, "
                     "filename = true)")
     else:
-        con.register("_telemetry_empty", telemetry.SCHEMA.empty_table().append_column("shard", pa.array([], pa.int32())))
+        con.register("_telemetry_empty", tables.TELEMETRY.empty_table().append_column("shard", pa.array([], pa.int32())))
         con.execute("CREATE OR REPLACE VIEW telemetry AS SELECT * FROM _telemetry_empty")
 
 

@@ -8,13 +8,11 @@ import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from shardgen import efficiency, telemetry
+from shardgen import efficiency
+from shardgen.engines import sglang_args, telemetry
+from shardgen.engines.sglang_args import SLOTS_PER_REQUEST
 from shardgen.layout import Layout, telemetry_glob
 
-SLOTS_PER_REQUEST = {"no_buffer": 3, "extra_buffer": 5, "extra_buffer_lazy": 4, "no_radix": 1}
-ARG = re.compile(r"\b(disable_radix_cache|mamba_scheduler_strategy|mamba_radix_cache_strategy|cuda_graph_max_bs|"
-                 r"cuda_graph_max_bs_decode|disable_overlap_schedule|mamba_ssm_dtype|kv_cache_dtype|dtype)="
-                 r"('?)([\w.]+)\2[,)]")
 RETRACT = re.compile(r"retract", re.IGNORECASE)
 
 
@@ -38,14 +36,11 @@ class Run:
 
     @property
     def strategy(self) -> str:
-        if self.args.get("disable_radix_cache") in ("True", True):
-            return "no_radix"
-        return str(self.args.get("mamba_radix_cache_strategy") or self.args.get("mamba_scheduler_strategy") or "")
+        return sglang_args.mamba_strategy(self.args)
 
     @property
     def graph_limit(self) -> int | None:
-        value = self.args.get("cuda_graph_max_bs_decode") or self.args.get("cuda_graph_max_bs")
-        return int(value) if value not in (None, "None") else None
+        return sglang_args.graph_limit(self.args)
 
 
 def read_log(path: Path) -> Run:
@@ -56,8 +51,8 @@ def read_log(path: Path) -> Run:
             rows.append(row)
             continue
         telemetry.parse_startup(line, facts)
-        if "server_args=ServerArgs(" in line:
-            args.update({m[0]: m[2] for m in ARG.findall(line)})
+        if (logged := sglang_args.logged_server_args(line)) is not None:
+            args.update(logged)
         elif RETRACT.search(line):
             retractions.append(line.strip())
     return Run(rows, lines, facts, args, retractions)

@@ -3,19 +3,16 @@ commit parts, and write the done file last (the only declared output, so a failu
 
 import json
 import logging
-import sys
 from pathlib import Path
 
 import pyarrow.parquet as pq
-from tqdm import tqdm
 
 from shardgen import ShardgenError, db, gpu_lease
 from shardgen.atomic import committed, write_text
 from shardgen.attempts import log_event, read_attempts, start_attempt
 from shardgen.config import Config
 from shardgen.layout import Layout, shard_id
-from shardgen.parts import PartWriter, committed_outcomes, part_files, shard_lock
-from shardgen.watchdog import Watchdog
+from shardgen.parts import committed_outcomes, part_files, shard_lock
 
 log = logging.getLogger(__name__)
 
@@ -38,8 +35,8 @@ def _todo(layout: Layout, shard: int, retry_limit: int | None) -> tuple[int, lis
 
 
 def _run(config: Config, layout: Layout, shard: int, todo: list[dict], gpu: str) -> dict:
-    from shardgen.driver import PartSink, drive
-    from shardgen.engines import create_engine
+    from shardgen.driver import run_prompts, window
+    from shardgen.engines.session import open_engine
     from shardgen.model import ModelInfo
 
     model = ModelInfo.from_config(config["model"])
@@ -49,27 +46,19 @@ def _run(config: Config, layout: Layout, shard: int, todo: list[dict], gpu: str)
         log.warning("shard %d attempt %d restarts after %s; engine settings now %s", shard, attempt,
                     [d["cause"] for d in deaths], engine_cfg)
     config = config.with_engine(engine_cfg)
-    watchdog = Watchdog(shard_dir, attempt, engine_cfg["stall_seconds"])
-    engine = create_engine(config, model, "cpu" if gpu == "cpu" else "cuda", shard_dir, watchdog)
-    try:
+    with open_engine(config, model, shard_dir, device="cpu" if gpu == "cpu" else "cuda", attempt=attempt) as engine:
         log_event(shard_dir, attempt, "engine_started", max_running_requests=engine.max_running_requests)
-        window = max(1, int(engine_cfg["inflight"] * engine.max_running_requests))
-        log.info("shard %d attempt %d: %d prompts to generate, window %d", shard, attempt, len(todo), window)
-        sink = PartSink(PartWriter(shard_dir), **config["checkpoint"])
-        watchdog.start(engine.kill)
-        with tqdm(total=len(todo), desc=f"shard {shard_id(shard)}", unit="req", file=sys.stderr, mininterval=2) as bar:
-            try:
-                engine.run(drive(engine, todo, window=window, sink=sink, shard=shard, attempt=attempt, gpu=gpu,
-                                 progress=bar))
-            except OSError as err:
-                raise CommitError(f"shard {shard}: committing a part failed ({err}); the "
-                                  f"{len(part_files(shard_dir))} committed parts in {shard_dir} are intact, and a "
-                                  "rerun resumes from them") from err
-        log_event(shard_dir, attempt, "finished", committed=sink.committed)
+        log.info("shard %d attempt %d: %d prompts to generate, window %d", shard, attempt, len(todo),
+                 window(config, engine))
+        try:
+            committed = run_prompts(engine, todo, shard_dir, config, shard=shard, attempt=attempt, gpu=gpu,
+                                    desc=f"shard {shard_id(shard)}")
+        except OSError as err:
+            raise CommitError(f"shard {shard}: committing a part failed ({err}); the "
+                              f"{len(part_files(shard_dir))} committed parts in {shard_dir} are intact, and a "
+                              "rerun resumes from them") from err
+        log_event(shard_dir, attempt, "finished", committed=committed)
         return engine.describe()
-    finally:
-        watchdog.close()
-        engine.close()
 
 
 def done_record(layout: Layout, shard: int) -> dict:

@@ -31,3 +31,10 @@ DATASET = pa.schema([
     ("completion", pa.string()), ("output_ids", TOKENS), ("finish_reason", pa.string()),
     ("prompt_tokens", pa.int32()), ("completion_tokens", pa.int32()), ("reference", pa.string()),
 ])
+# SGLang's scheduler lines per interval (engines/telemetry.py parses them), plus our own "client" rows.
+TELEMETRY = pa.schema([
+    ("ts", pa.timestamp("ms", tz="UTC")), ("kind", pa.string()), ("running", pa.int32()), ("queue", pa.int32()),
+    ("full_token_usage", pa.float64()), ("mamba_num", pa.int32()), ("mamba_usage", pa.float64()),
+    ("cuda_graph", pa.bool_()), ("gen_throughput", pa.float64()), ("new_seq", pa.int32()), ("new_token", pa.int32()),
+    ("cached_token", pa.int32()), ("input_throughput", pa.float64()),
+])

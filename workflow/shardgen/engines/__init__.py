@@ -1,4 +1,5 @@
-"""The engine interface every backend implements, and the lazy factory that picks one by name."""
+"""The engine interface every backend implements, and the lazy factory that picks one by name. Callers start one
+with `session.open_engine`; nothing outside this package knows a backend's own names."""
 
 from dataclasses import dataclass
 from typing import Protocol
@@ -32,21 +33,27 @@ class Engine(Protocol):
     def describe(self) -> dict:
         """Resolved engine arguments, for the done file and the manifest."""
 
+    def flush_telemetry(self) -> None:
+        """Write the telemetry seen so far (a benchmark reads it between runs on one engine)."""
+
     def kill(self) -> None:
         """Kill the engine's whole process tree, this process included (what SGLang does when it fails)."""
 
     def close(self) -> None: ...
 
 
-def create_engine(config, model, device: str, shard_dir, watchdog) -> Engine:
-    """Import the backend only now: after the GPU lease, and never in CI for the one not installed."""
+def create_engine(config, model, device: str, shard_dir, watchdog, extra_sampling: dict | None = None) -> Engine:
+    """Import the backend only now: after the GPU lease, and never in CI for the one not installed.
+    `extra_sampling` (say ignore_eos) is passed to SGLang with every request."""
     backend = config["engine"]["backend"]
     if backend == "transformers":
         from shardgen.engines.transformers_engine import TransformersEngine
 
+        if extra_sampling:
+            raise ValueError(f"the transformers backend takes no extra sampling parameters ({extra_sampling})")
         return TransformersEngine(config, model, device, watchdog)
     if backend == "sglang":
         from shardgen.engines.sglang_engine import SGLangEngine
 
-        return SGLangEngine(config, model, shard_dir, watchdog=watchdog)
+        return SGLangEngine(config, model, shard_dir, extra_sampling, watchdog)
     raise ValueError(f"engine.backend: unknown backend {backend!r}")

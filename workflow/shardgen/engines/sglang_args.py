@@ -1,12 +1,19 @@
 """Map shardgen's engine config onto the installed SGLang's ServerArgs fields, whatever their names in that
-version, and refuse an argument SGLang does not know before any engine starts."""
+version, and refuse an argument SGLang does not know before any engine starts; and read those fields back from a
+log's ServerArgs line or a run's resolved arguments, under either name."""
 
 import difflib
+import re
 
 from shardgen.config import ConfigError
 
 STRATEGY_FIELDS = ("mamba_radix_cache_strategy", "mamba_scheduler_strategy")  # >= 0.5.14, <= 0.5.13
 GRAPH_LIMIT_FIELDS = ("cuda_graph_max_bs_decode", "cuda_graph_max_bs")  # >= 0.5.14, <= 0.5.13
+SLOTS_PER_REQUEST = {"no_buffer": 3, "extra_buffer": 5, "extra_buffer_lazy": 4, "no_radix": 1}  # mamba pool slots
+# The ServerArgs fields `shardgen diagnose` reads off a log: the memory layout, graph limit and dtypes.
+LOGGED_FIELDS = ("disable_radix_cache", *STRATEGY_FIELDS, *GRAPH_LIMIT_FIELDS, "disable_overlap_schedule",
+                 "mamba_ssm_dtype", "kv_cache_dtype", "dtype")
+_LOGGED = re.compile(rf"\b({'|'.join(LOGGED_FIELDS)})=('?)([\w.]+)\2[,)]")
 
 
 def server_arg_names(server_args_class) -> set[str]:
@@ -67,3 +74,23 @@ def check_known(args: dict, names: set[str]) -> None:
         hints = "; ".join(f"{k!r} (closest: {', '.join(difflib.get_close_matches(k, names, 3, 0.5)) or 'none'})"
                           for k in unknown)
         raise ConfigError(f"engine.args: the installed SGLang does not know {hints}")
+
+
+def logged_server_args(line: str) -> dict | None:
+    """The LOGGED_FIELDS of a `server_args=ServerArgs(...)` log line, as the strings logged; None for another line."""
+    if "server_args=ServerArgs(" not in line:
+        return None
+    return {m[0]: m[2] for m in _LOGGED.findall(line)}
+
+
+def mamba_strategy(args: dict) -> str:
+    """The run's mamba strategy (no_radix when the prefix cache was off), from logged or resolved arguments."""
+    if args.get("disable_radix_cache") in ("True", True):
+        return "no_radix"
+    return str(next((args[f] for f in STRATEGY_FIELDS if args.get(f)), ""))
+
+
+def graph_limit(args: dict) -> int | None:
+    """The largest decode batch that runs with CUDA graphs, from logged or resolved arguments."""
+    value = next((args[f] for f in GRAPH_LIMIT_FIELDS if args.get(f)), None)
+    return int(value) if value not in (None, "None") else None

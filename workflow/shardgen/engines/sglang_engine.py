@@ -6,74 +6,18 @@ process included) when its scheduler dies: that surfaces as rc 137 and is left t
 import asyncio
 import os
 import signal
-import threading
-import time
-from datetime import datetime, timezone
 from pathlib import Path
 
-import pyarrow as pa
-
-from shardgen import telemetry
-from shardgen.atomic import write_table
-from shardgen.engines import Request, Result
+from shardgen.engines import Request, Result, telemetry
 from shardgen.engines.kernel_cache import point_caches, resolve
+from shardgen.engines.logtap import LogTap
 from shardgen.engines.sglang_args import build_server_args, server_arg_names
-from shardgen.layout import next_number, telemetry_files, telemetry_path
-from shardgen.logtap import LogTap
 
 RESOLVED_KEYS = ("max_running_requests", "max_total_tokens", "mem_fraction_static", "chunked_prefill_size",
                  "max_prefill_tokens", "disable_radix_cache", "disable_overlap_schedule", "mamba_scheduler_strategy",
                  "mamba_radix_cache_strategy", "mamba_full_memory_ratio", "max_mamba_cache_size", "mamba_ssm_dtype",
                  "cuda_graph_max_bs", "cuda_graph_max_bs_decode", "attention_backend", "page_size", "random_seed",
                  "tp_size", "dtype", "load_format", "schedule_policy", "version")
-
-
-class TelemetryWriter:
-    """Parsed log lines plus our own completions per interval, committed as telemetry-NNNNN.parquet parts every
-    `every_seconds`, so a crash keeps what was seen."""
-
-    def __init__(self, shard_dir: Path, every_seconds: float = 10.0):
-        self.dir, self.every_seconds = Path(shard_dir), every_seconds
-        self.next_index = next_number(telemetry_files(self.dir))
-        self.rows: list[dict] = []
-        self.completions = self.output_tokens = 0
-        self.lock = threading.Lock()
-        self.last_tick = time.monotonic()
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._loop, name="shardgen-telemetry", daemon=True)
-        self.thread.start()
-
-    def add(self, row: dict) -> None:
-        with self.lock:
-            self.rows.append(row)
-
-    def completed(self, output_tokens: int) -> None:
-        with self.lock:
-            self.completions += 1
-            self.output_tokens += output_tokens
-
-    def _loop(self) -> None:
-        while not self.stop.wait(self.every_seconds):
-            self.flush()
-
-    def flush(self) -> None:
-        now = time.monotonic()
-        with self.lock:
-            if self.completions:
-                self.rows.append(telemetry.client_row(datetime.now(timezone.utc), self.completions,
-                                                      self.output_tokens, now - self.last_tick))
-            rows, self.rows = self.rows, []
-            self.completions = self.output_tokens = 0
-            self.last_tick = now
-        if rows:
-            write_table(pa.Table.from_pylist(rows, schema=telemetry.SCHEMA),
-                        telemetry_path(self.dir, self.next_index))
-            self.next_index += 1
-
-    def close(self) -> None:
-        self.stop.set()
-        self.thread.join()
-        self.flush()
 
 
 class SGLangEngine:
@@ -89,7 +33,7 @@ class SGLangEngine:
         self.startup: dict = {}
         self.watchdog = watchdog
         shard_dir.mkdir(parents=True, exist_ok=True)
-        self.telemetry = TelemetryWriter(shard_dir)
+        self.telemetry = telemetry.TelemetryWriter(shard_dir)
         self.tap = LogTap(self._on_line)
         try:
             self.engine = sglang.Engine(**self.args)
@@ -126,25 +70,24 @@ class SGLangEngine:
 
     async def generate(self, request: Request) -> Result:
         sampling = {**request.sampling, "stop_token_ids": self.stop_ids, **self.extra_sampling}
-        out = await self.engine.async_generate(input_ids=request.prompt_ids, sampling_params=sampling, rid=request.rid)
-        meta = out["meta_info"]
-        finish = meta.get("finish_reason") or {}
-        kind = finish.get("type") if isinstance(finish, dict) else str(finish)
-        output_ids = list(out.get("output_ids") or [])
-        matched = finish.get("matched") if isinstance(finish, dict) else None
-        if kind == "stop" and isinstance(matched, int) and (not output_ids or output_ids[-1] != matched):
-            output_ids.append(matched)  # the contract keeps the stop token
-        self.telemetry.completed(len(output_ids))
+        result = _result(await self.engine.async_generate(input_ids=request.prompt_ids, sampling_params=sampling,
+                                                          rid=request.rid))
+        self.telemetry.completed(len(result.output_ids))
         if self.watchdog:
             self.watchdog.progress()
-        error = None
-        if kind not in ("stop", "length"):
-            error = (finish.get("message") if isinstance(finish, dict) else None) or f"finish_reason {finish!r}"
-        return Result(output_ids, out.get("text", ""), kind if error is None else "abort", meta["prompt_tokens"],
-                      meta.get("cached_tokens") or 0, error)
+        return result
+
+    def generate_all(self, prompt_ids: list[list[int]], sampling: list[dict]) -> list[Result]:
+        """SGLang's own batch call, `Engine.generate(list)`, with nothing of shardgen's around it: the bare engine a
+        benchmark compares shardgen's driver against. Blocks until every prompt is done; results in input order."""
+        params = [{**s, "stop_token_ids": self.stop_ids, **self.extra_sampling} for s in sampling]
+        return [_result(out) for out in self.engine.generate(input_ids=prompt_ids, sampling_params=params)]
+
+    def flush_telemetry(self) -> None:
+        self.telemetry.flush()
 
     def kill(self) -> None:
-        self.telemetry.flush()  # what was seen so far survives
+        self.flush_telemetry()  # what was seen so far survives
         from sglang.srt.utils import kill_process_tree
 
         kill_process_tree(os.getpid(), include_parent=True)
@@ -159,3 +102,19 @@ class SGLangEngine:
             self.engine.shutdown()
         finally:
             self._close_taps()
+
+
+def _result(out: dict) -> Result:
+    """One SGLang output dict as a Result; the contract keeps the stop token, which SGLang may leave out."""
+    meta = out["meta_info"]
+    finish = meta.get("finish_reason") or {}
+    kind = finish.get("type") if isinstance(finish, dict) else str(finish)
+    output_ids = list(out.get("output_ids") or [])
+    matched = finish.get("matched") if isinstance(finish, dict) else None
+    if kind == "stop" and isinstance(matched, int) and (not output_ids or output_ids[-1] != matched):
+        output_ids.append(matched)
+    error = None
+    if kind not in ("stop", "length"):
+        error = (finish.get("message") if isinstance(finish, dict) else None) or f"finish_reason {finish!r}"
+    return Result(output_ids, out.get("text", ""), kind if error is None else "abort", meta["prompt_tokens"],
+                  meta.get("cached_tokens") or 0, error)

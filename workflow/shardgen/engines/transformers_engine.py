@@ -111,6 +111,9 @@ class TransformersEngine:
             output, reason = generated[:request.sampling["max_new_tokens"]], "length"
         return Result(output, self.model_info.decode(output), reason, len(request.prompt_ids))
 
+    def flush_telemetry(self) -> None:
+        """Nothing to write: a CPU run has no scheduler telemetry."""
+
     def kill(self) -> None:
         os.kill(os.getpid(), signal.SIGKILL)  # one process: the engine lives in it
 

@@ -1,17 +1,19 @@
-"""SGLang's scheduler log lines, parsed: periodic "Decode batch"/"Prefill batch" lines become telemetry rows,
-start-up lines become the pool sizes that cap concurrency."""
+"""SGLang's scheduler log lines, parsed: periodic "Decode batch"/"Prefill batch" lines become telemetry rows (the
+schema is tables.TELEMETRY), start-up lines become the pool sizes that cap concurrency; and the writer that commits
+the rows as a shard's telemetry parts."""
 
 import re
+import threading
+import time
 from datetime import datetime, timezone
+from pathlib import Path
 
 import pyarrow as pa
 
-SCHEMA = pa.schema([
-    ("ts", pa.timestamp("ms", tz="UTC")), ("kind", pa.string()), ("running", pa.int32()), ("queue", pa.int32()),
-    ("full_token_usage", pa.float64()), ("mamba_num", pa.int32()), ("mamba_usage", pa.float64()),
-    ("cuda_graph", pa.bool_()), ("gen_throughput", pa.float64()), ("new_seq", pa.int32()), ("new_token", pa.int32()),
-    ("cached_token", pa.int32()), ("input_throughput", pa.float64()),
-])
+from shardgen.atomic import write_table
+from shardgen.layout import next_number, telemetry_files, telemetry_path
+from shardgen.tables import TELEMETRY
+
 _TS = r"^\[(?P<ts>\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d{3})?)[^\]]*\] "
 _USAGE = (r"(?:full token usage: (?P<full>[\d.]+)(?:, swa token usage: [\d.]+)?(?:, mamba usage: (?P<mamba_use>[\d.]+))?"
           r"|token usage: (?P<tok_use>[\d.]+))")
@@ -51,7 +53,7 @@ def parse_line(line: str) -> dict | None:
                 "full_token_usage": float(usage), "mamba_num": _num(m["mamba_num"], int),
                 "mamba_usage": _num(m["mamba_use"], float), "cuda_graph": m["graph"] == "True",
                 "gen_throughput": float(m["gen"]), "new_seq": None, "new_token": None, "cached_token": None,
-                "input_throughput": None, "full_tokens": int(m["full_tok"] or m["tok"])}  # not in SCHEMA: logs only
+                "input_throughput": None, "full_tokens": int(m["full_tok"] or m["tok"])}  # not in TELEMETRY: logs only
     if m := PREFILL.search(line):
         return {"ts": _ts(m["ts"]), "kind": "prefill", "running": int(m["running"]), "queue": int(m["queue"]),
                 "full_token_usage": float(m["full"] or m["tok_use"]), "mamba_num": None,
@@ -73,7 +75,55 @@ def parse_startup(line: str, facts: dict) -> None:
 
 def client_row(ts: datetime, completions: int, output_tokens: int, seconds: float) -> dict:
     """Our own view of an interval: completions (new_seq) and output tokens/s seen by the client."""
-    row = dict.fromkeys(SCHEMA.names)
+    row = dict.fromkeys(TELEMETRY.names)
     row.update(ts=ts, kind="client", new_seq=completions,
                gen_throughput=round(output_tokens / seconds, 2) if seconds > 0 else None)
     return row
+
+
+class TelemetryWriter:
+    """Parsed log lines plus our own completions per interval, committed as telemetry-NNNNN.parquet parts every
+    `every_seconds`, so a crash keeps what was seen."""
+
+    def __init__(self, shard_dir: Path, every_seconds: float = 10.0):
+        self.dir, self.every_seconds = Path(shard_dir), every_seconds
+        self.next_index = next_number(telemetry_files(self.dir))
+        self.rows: list[dict] = []
+        self.completions = self.output_tokens = 0
+        self.lock = threading.Lock()
+        self.last_tick = time.monotonic()
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._loop, name="shardgen-telemetry", daemon=True)
+        self.thread.start()
+
+    def add(self, row: dict) -> None:
+        with self.lock:
+            self.rows.append(row)
+
+    def completed(self, output_tokens: int) -> None:
+        with self.lock:
+            self.completions += 1
+            self.output_tokens += output_tokens
+
+    def _loop(self) -> None:
+        while not self.stop.wait(self.every_seconds):
+            self.flush()
+
+    def flush(self) -> None:
+        now = time.monotonic()
+        with self.lock:
+            if self.completions:
+                self.rows.append(client_row(datetime.now(timezone.utc), self.completions, self.output_tokens,
+                                            now - self.last_tick))
+            rows, self.rows = self.rows, []
+            self.completions = self.output_tokens = 0
+            self.last_tick = now
+        if rows:
+            write_table(pa.Table.from_pylist(rows, schema=TELEMETRY),
+                        telemetry_path(self.dir, self.next_index))
+            self.next_index += 1
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join()
+        self.flush()

@@ -1,12 +1,8 @@
-"""`shardgen tune`: a small grid of hybrid-Mamba settings on a sample of the real prompts, a fresh engine per setting
-(one child process each), measured one setting per call so each call fits a job limit and the next resumes. Ranked
-by steady decode tok/s; the best is written as a config fragment to pass after the main config file."""
+"""What a `shardgen tune` folder measures: the grid of settings around the user's current ones, the seeded prompt
+sample, and plan.json, fixed on the first call so that every later call measures the same thing."""
 
 import json
 import logging
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import duckdb
@@ -80,33 +76,3 @@ def pending(plan: dict, tune_dir: Path, only: list[str] | None) -> list[str]:
     if unknown := [n for n in names if n not in plan["settings"]]:
         raise ConfigError(f"--settings: unknown {unknown}; this tune run has {list(plan['settings'])}")
     return [n for n in names if not (tune_dir / n / "result.json").exists()]
-
-
-def run_setting(tune_dir: Path, name: str) -> dict:
-    """Measure one setting in a child process; a child that dies (SGLang's tree kill, OOM) is recorded as failed."""
-    workdir = tune_dir / name
-    if workdir.exists():  # an interrupted measurement: its telemetry would mix with the new one
-        shutil.rmtree(workdir)
-    workdir.mkdir(parents=True)
-    log.info("tune: measuring %s (log: %s)", name, workdir / "engine.log")
-    with open(workdir / "engine.log", "w") as out:
-        proc = subprocess.run([sys.executable, "-m", "shardgen.tune_run", str(tune_dir), name],
-                              stdout=out, stderr=subprocess.STDOUT)
-    result_path = workdir / "result.json"
-    if proc.returncode == 0 and result_path.exists():
-        return json.loads(result_path.read_text())
-    tail = (workdir / "engine.log").read_text(errors="replace").splitlines()[-15:]
-    result = {"setting": name, "status": "failed", "returncode": proc.returncode, "log_tail": tail}
-    write_text(json.dumps(result, indent=1), result_path)
-    log.error("tune: %s failed (rc %s); last log lines:\n%s", name, proc.returncode, "\n".join(tail))
-    return result
-
-
-def tune(config: Config, tune_dir: Path, options: dict, only: list[str] | None = None, count: int = 1) -> dict:
-    """Measure up to `count` pending settings (0 = all of them), then rank everything measured so far."""
-    from shardgen import tune_report
-
-    plan = load_plan(config, tune_dir, options)
-    for name in pending(plan, tune_dir, only)[:count or None]:
-        run_setting(tune_dir, name)
-    return tune_report.write(tune_dir, plan)
