@@ -44,7 +44,8 @@ def make_engine(model: Path, setting: str, mem: float, workdir: Path) -> SGLangE
     engine["args"] = {**BASE, **engine.get("args", {})}
     config = Config.from_dict({"model": {"path": str(model)}, "engine": engine, "gpus": 1, "seed": 0,
                                "sources": [{"name": "bench", "path": str(PROMPTS), "format": "prompt"}]})
-    return SGLangEngine(config, ModelInfo.from_config(config["model"]), workdir, extra_sampling={"ignore_eos": True})
+    return SGLangEngine(config.engine, ModelInfo.from_config(config.model), workdir, seed=config.seed,
+                        cache_dir=config.engine.cache_path(config.results), extra_sampling={"ignore_eos": True})
 
 
 def load_prompts(model: Path, n: int, max_new: int) -> list[dict]:

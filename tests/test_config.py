@@ -11,15 +11,15 @@ SOURCE = {"name": "m", "path": "x.jsonl", "format": "query_response"}
 
 def test_defaults_are_filled():
     config = Config.from_dict({"model": {"path": "m"}, "sources": [SOURCE]})
-    assert config["engine"]["mem_fraction_static"] == 0.90
-    assert config["engine"]["mamba_strategy"] == "no_buffer"
-    assert config["checkpoint"] == {"every_records": 512, "every_seconds": 60}
-    assert config["sources"][0]["multi_turn"] == "first"
+    assert config.engine.mem_fraction_static == 0.90
+    assert config.engine.mamba_strategy == "no_buffer"
+    assert config.checkpoint.as_dict() == {"every_records": 512, "every_seconds": 60}
+    assert config.sources[0].multi_turn == "first"
     assert config.n_shards == 8
 
 
 def test_unknown_key_is_named_with_a_suggestion():
-    with pytest.raises(ConfigError, match=r"unknown key 'tempreature' \(did you mean 'temperature'\?\) in defaults"):
+    with pytest.raises(ConfigError, match=r"unknown key 'defaults.tempreature' \(did you mean 'defaults.temperature'\?\) in defaults"):
         Config.from_dict({"model": {"path": "m"}, "defaults": {"tempreature": 0.5}, "sources": [SOURCE]})
 
 
@@ -45,12 +45,12 @@ def test_shards_default_to_one_per_gpu_or_one_on_cpu():
 def test_merged_demo_config_is_valid_and_carries_no_sglang_argument():
     raw = load_yaml_files(REPO / "config" / "config.yaml", REPO / "config" / "demo.yaml")
     config = Config.from_dict(raw)
-    assert config["engine"]["backend"] == "transformers" and config["gpus"] == 0
-    check_args(config["engine"]["args"])  # raises on any argument the CPU engine does not take
+    assert config.engine.backend == "transformers" and config.gpus == 0
+    check_args(config.engine.args)  # raises on any argument the CPU engine does not take
     with pytest.raises(ConfigError, match="attention_backend"):
         check_args({"attention_backend": "fa3"})
 
 
 def test_production_config_is_valid():
     config = Config.from_dict(yaml.safe_load((REPO / "config" / "config.yaml").read_text()))
-    assert config["engine"]["backend"] == "sglang" and config.n_shards == 8
+    assert config.engine.backend == "sglang" and config.n_shards == 8

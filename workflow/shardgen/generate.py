@@ -42,20 +42,20 @@ def _run(config: Config, layout: Layout, shard: int, todo: list[dict], gpu: str)
     from shardgen.engines import create_engine
     from shardgen.model import ModelInfo
 
-    model = ModelInfo.from_config(config["model"])
+    model = ModelInfo.from_config(config.model)
     shard_dir = layout.shard_dir(shard)
-    attempt, engine_cfg, deaths = start_attempt(shard_dir, config["engine"])
+    attempt, engine_cfg, deaths = start_attempt(shard_dir, config.engine.as_dict())
     if deaths:
         log.warning("shard %d attempt %d restarts after %s; engine settings now %s", shard, attempt,
                     [d["cause"] for d in deaths], engine_cfg)
     config = config.with_engine(engine_cfg)
-    watchdog = Watchdog(shard_dir, attempt, engine_cfg["stall_seconds"])
+    watchdog = Watchdog(shard_dir, attempt, config.engine.stall_seconds)
     engine = create_engine(config, model, "cpu" if gpu == "cpu" else "cuda", shard_dir, watchdog)
     try:
         log_event(shard_dir, attempt, "engine_started", max_running_requests=engine.max_running_requests)
-        window = max(1, int(engine_cfg["inflight"] * engine.max_running_requests))
+        window = config.engine.window(engine.max_running_requests)
         log.info("shard %d attempt %d: %d prompts to generate, window %d", shard, attempt, len(todo), window)
-        sink = PartSink(PartWriter(shard_dir), **config["checkpoint"])
+        sink = PartSink(PartWriter(shard_dir), **config.checkpoint.as_dict())
         watchdog.start(engine.kill)
         with tqdm(total=len(todo), desc=f"shard {shard:03d}", unit="req", file=sys.stderr, mininterval=2) as bar:
             try:

@@ -33,7 +33,7 @@ def load_sample(tune_dir: Path, plan: dict) -> list[dict]:
 
 
 def _drive(engine, prompts: list[dict], parts_dir: Path, window: int, gpu: str, config: Config, desc: str) -> None:
-    sink = PartSink(PartWriter(parts_dir), **config["checkpoint"])
+    sink = PartSink(PartWriter(parts_dir), **config.checkpoint.as_dict())
     with tqdm(total=len(prompts), desc=desc, unit="req", file=sys.stderr, mininterval=5) as bar:
         engine.run(drive(engine, prompts, window=window, sink=sink, shard=0, attempt=1, gpu=gpu, progress=bar))
 
@@ -55,11 +55,12 @@ def measure(tune_dir: Path, name: str) -> dict:
 
     prompts = load_sample(tune_dir, plan)
     t0 = time.monotonic()
-    engine = SGLangEngine(config, ModelInfo.from_config(config["model"]), workdir,
+    engine = SGLangEngine(config.engine, ModelInfo.from_config(config.model), workdir, seed=config.seed,
+                          cache_dir=config.engine.cache_path(config.results),
                           extra_sampling={"ignore_eos": True} if plan["ignore_eos"] else None)
     start_s = time.monotonic() - t0
     try:
-        window = max(1, int(config["engine"]["inflight"] * engine.max_running_requests))
+        window = config.engine.window(engine.max_running_requests)
         warm = [{**p, "gen_key": "warm-" + p["gen_key"], "max_new_tokens": WARM_UP["max_new_tokens"]}
                 for p in prompts[:WARM_UP["prompts"]]]
         with tempfile.TemporaryDirectory() as tmp:

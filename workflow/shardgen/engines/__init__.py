@@ -40,13 +40,14 @@ class Engine(Protocol):
 
 def create_engine(config, model, device: str, shard_dir, watchdog) -> Engine:
     """Import the backend only now: after the GPU lease, and never in CI for the one not installed."""
-    backend = config["engine"]["backend"]
+    backend = config.engine.backend
     if backend == "transformers":
         from shardgen.engines.transformers_engine import TransformersEngine
 
-        return TransformersEngine(config, model, device, watchdog)
+        return TransformersEngine(config.engine, model, device, watchdog, seed=config.seed)
     if backend == "sglang":
         from shardgen.engines.sglang_engine import SGLangEngine
 
-        return SGLangEngine(config, model, shard_dir, watchdog=watchdog)
+        return SGLangEngine(config.engine, model, shard_dir, seed=config.seed,
+                            cache_dir=config.engine.cache_path(config.results), watchdog=watchdog)
     raise ValueError(f"engine.backend: unknown backend {backend!r}")

@@ -16,7 +16,8 @@ import pyarrow as pa
 from shardgen import telemetry
 from shardgen.atomic import write_table
 from shardgen.engines import Request, Result
-from shardgen.engines.kernel_cache import point_caches, resolve
+from shardgen.config_sections import EngineConfig
+from shardgen.engines.kernel_cache import point_caches
 from shardgen.engines.sglang_args import build_server_args, server_arg_names
 from shardgen.logtap import LogTap
 
@@ -77,13 +78,15 @@ class TelemetryWriter:
 
 
 class SGLangEngine:
-    def __init__(self, config, model, shard_dir: Path, extra_sampling: dict | None = None, watchdog=None):
+    def __init__(self, engine: EngineConfig, model, shard_dir: Path, *, seed: int, cache_dir: Path,
+                 extra_sampling: dict | None = None, watchdog=None):
         os.environ.setdefault("SGLANG_LOG_MS", "1")  # millisecond timestamps on the scheduler's lines
-        self.cache_env = point_caches(resolve(config["engine"]["cache_dir"], config.results))
+        self.cache_env = point_caches(cache_dir)
         import sglang
         from sglang.srt.server_args import ServerArgs
 
-        self.args = build_server_args(config, str(model.path), server_arg_names(ServerArgs))
+        self.args = build_server_args(engine, str(model.path), server_arg_names(ServerArgs), seed=seed,
+                                      trust_remote_code=model.trust_remote_code)
         self.stop_ids = model.stop_token_ids
         self.extra_sampling = extra_sampling or {}
         self.startup: dict = {}
