@@ -54,3 +54,53 @@ def test_merged_demo_config_is_valid_and_carries_no_sglang_argument():
 def test_production_config_is_valid():
     config = Config.from_dict(yaml.safe_load((REPO / "config" / "config.yaml").read_text()))
     assert config.engine.backend == "sglang" and config.n_shards == 8
+
+
+def _object_keys(node: dict, cls, where: str = "") -> list[str]:
+    """Schema keys without a dataclass field and fields without a schema key, recursively."""
+    from dataclasses import fields, is_dataclass
+    from typing import get_args, get_type_hints
+
+    props, hints = node.get("properties", {}), get_type_hints(cls)
+    names = {f.name for f in fields(cls)} - {"raw"}
+    problems = [f"{where}{k}: in the schema, no field" for k in sorted(set(props) - names)]
+    problems += [f"{where}{k}: a field, not in the schema" for k in sorted(names - set(props))]
+    for key in sorted(set(props) & names):
+        kind, sub = hints[key], props[key]
+        item = get_args(kind)[0] if sub.get("type") == "array" else kind
+        if is_dataclass(item):
+            problems += _object_keys(sub.get("items", sub), item, f"{where}{key}.")
+        elif "properties" in sub:
+            problems.append(f"{where}{key}: the schema has sub-keys, the field is not a section")
+    return problems
+
+
+def test_every_schema_key_has_a_field_and_every_field_a_schema_key():
+    from shardgen.config_schema import schema
+
+    assert _object_keys(schema(), Config) == []
+
+
+def test_a_mistyped_key_is_named_with_the_closest_one_from_the_cli(tmp_path, capsys, caplog):
+    from shardgen.cli import main
+
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump({"model": {"path": "m"}, "engine": {"inflght": 3}, "sources": [SOURCE]}))
+    assert main(["--config", str(bad), "split", "--out", str(tmp_path / "split")]) == 2
+    assert "unknown key 'engine.inflght' (did you mean 'engine.inflight'?)" in capsys.readouterr().err + caplog.text
+
+
+def test_a_mistyped_key_is_named_with_the_closest_one_in_a_workflow_run(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from conftest import copy_workflow
+
+    work = copy_workflow(tmp_path)
+    (work / "config" / "typo.yaml").write_text("engine: {inflght: 3}\nsources: [{name: s, path: x.jsonl, formt: prompt}]\n")
+    out = subprocess.run([str(Path(sys.executable).parent / "snakemake"), "--dry-run", "--configfile",
+                          "config/demo.yaml", "config/typo.yaml"], cwd=work, capture_output=True, text=True)
+    assert out.returncode != 0
+    assert "unknown key 'engine.inflght' (did you mean 'engine.inflight'?)" in out.stdout + out.stderr
+    assert "unknown key 'sources[0].formt' (did you mean 'sources[0].format'?)" in out.stdout + out.stderr
