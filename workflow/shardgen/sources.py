@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 
 from shardgen import ShardgenError
 from shardgen.config_sections import SourceConfig
-from shardgen.formats import FORMAT_FIELDS, RowError
+from shardgen.formats import FORMATS, RowError
 
 CHUNK_ROWS = 2048
 
@@ -109,7 +109,7 @@ def _json_chunks(path: Path, source: int) -> Iterator[Chunk]:
 
 def _check_columns(columns: list[str], source: SourceConfig, where: str) -> None:
     fields = source.fields
-    needed = [fields.get(f, f) for f in FORMAT_FIELDS[source.format]]
+    needed = [fields.get(f, f) for f in FORMATS[source.format].fields]
     if missing := [c for c in needed if c not in columns]:
         raise SourceError(f"{where}: format {source.format!r} needs column(s) {missing}; it has {columns}")
 
