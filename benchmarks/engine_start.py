@@ -42,14 +42,14 @@ def main() -> None:
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args()
     base = Config.from_file(args.config)
-    config = base.with_engine({**base["engine"], "cache_dir": str(args.cache_dir.resolve())})
+    config = base.with_engine({**base.engine.as_dict(), "cache_dir": str(args.cache_dir.resolve())})
     layout = prepare_inputs(Config.from_dict({**base.raw, "results_dir": str(base.results) + "-arms"}))
     rows = pq.read_table(layout.prompts).to_pylist()[:args.burst]
     was_empty = not any(p.is_file() for p in args.cache_dir.rglob("*"))
     from shardgen.engines.session import open_engine
 
     t0 = time.perf_counter()
-    with open_engine(config, ModelInfo.from_config(config["model"]), args.cache_dir.parent / f"start-{args.label}",
+    with open_engine(config, ModelInfo.from_config(config.model), args.cache_dir.parent / f"start-{args.label}",
                      extra_sampling={"ignore_eos": True}) as engine:
         start_s = round(time.perf_counter() - t0, 1)
         first, second = burst(engine, rows, args.max_new), burst(engine, rows, args.max_new)

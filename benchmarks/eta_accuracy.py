@@ -54,7 +54,7 @@ def run(config_path: Path, shard: int, poll_s: float) -> dict:
                                 "predicted_s": round(at + eta_s - started, 1),
                                 "error_of_duration": round((at + eta_s - finished) / duration, 4)}
     return {"config": str(config_path), "shard": shard, "output_tokens": total, "duration_s": round(duration, 1),
-            "marks": marks, "engine": config["engine"]["backend"], "host": platform.node(),
+            "marks": marks, "engine": config.engine.backend, "host": platform.node(),
             "measured_at": datetime.now(timezone.utc).isoformat()}
 
 

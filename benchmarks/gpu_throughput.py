@@ -94,7 +94,7 @@ def compare(args, workdir: Path) -> dict:
     prompts = load_prompts(args.model, args.n, args.max_new)
     config = bench_config(args.model, args.setting, args.mem)
     t0 = time.perf_counter()
-    with open_engine(config, ModelInfo.from_config(config["model"]), workdir,
+    with open_engine(config, ModelInfo.from_config(config.model), workdir,
                      extra_sampling={"ignore_eos": True}) as engine:
         start_s = round(time.perf_counter() - t0, 1)
         warm_up(engine, config, prompts)

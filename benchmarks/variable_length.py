@@ -117,7 +117,7 @@ def arms(config_path: Path, out: Path, order: list[str]) -> None:
     layout = prepare_inputs(Config.from_dict({**config.raw, "results_dir": str(bench.root)}))
     by_order = {"a": pq.read_table(layout.prompts).to_pylist(), "a_prime": pq.read_table(layout.split(0)).to_pylist()}
     t0 = time.perf_counter()
-    with open_engine(config, ModelInfo.from_config(config["model"]), bench.root / "engine") as engine:
+    with open_engine(config, ModelInfo.from_config(config.model), bench.root / "engine") as engine:
         result = {"engine_start_s": round(time.perf_counter() - t0, 1), "arms": {}}
         run_arm(engine, [{**r, "max_new_tokens": 16} for r in by_order["a"][:64]], "warm-up", bench.root / "engine")
         for name in order:
@@ -146,7 +146,7 @@ def collect(config_path: Path, arms_path: Path, workflow_wall: float, out: Path)
     result = {"workload": "variable_length", "sglang_version": done["engine"]["version"],
               "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
               "sources": [{"name": s, "rows": r, "max_new_tokens": m} for s, r, m in SOURCES],
-              "engine_config": config["engine"],
+              "engine_config": config.engine.as_dict(),
               "shardgen_over_engine_output_tps": round(b["output_tps"] / a_prime["output_tps"], 4),
               "shardgen_over_dataset_order_output_tps": round(b["output_tps"] / a["output_tps"], 4),
               "arms": {"a": a, "a_prime": a_prime, "b": b}, "arms_engine_start_s": saved["engine_start_s"],

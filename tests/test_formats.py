@@ -72,3 +72,22 @@ def test_bad_rows_are_rejected_with_a_reason(row, fmt, reason):
     with pytest.raises(RowError) as err:
         conversation(row, fmt, {}, None)
     assert err.value.reason == reason and err.value.detail
+
+
+def test_the_format_list_is_defined_once_in_formats():
+    from shardgen.config_schema import schema
+    from shardgen.formats import FORMATS
+
+    enum = schema()["properties"]["sources"]["items"]["properties"]["format"]["enum"]
+    assert enum == list(FORMATS)
+
+
+def test_readme_configuration_table_and_formats_are_the_generated_ones():
+    from conftest import REPO
+    from shardgen.config_doc import formats_text, key_table
+
+    readme = (REPO / "README.md").read_text()
+    section = readme[readme.index("## Configuration"):readme.index("## Outputs")]
+    table = "\n".join(line for line in section.splitlines() if line.startswith("|"))
+    assert table == key_table(), "README's key table differs from the schema: paste `python -m shardgen.config_doc`"
+    assert formats_text() in section

@@ -38,7 +38,8 @@ def test_cache_variables_reach_the_scheduler_process(fake_sglang, demo_model, tm
                             "results_dir": str(tmp_path / "results"),
                             "sources": [{"name": "s", "path": "x.jsonl", "format": "prompt"}]})
     expected = tmp_path / "shared-cache" if cache_dir else tmp_path / "results" / "engine-cache"
-    engine = SGLangEngine(cfg, ModelInfo.from_config(cfg["model"]), tmp_path / "shard")
+    engine = SGLangEngine(cfg.engine, ModelInfo.from_config(cfg.model), tmp_path / "shard", seed=cfg.seed,
+                          cache_dir=cfg.engine.cache_path(cfg.results))
     try:
         seen = scheduler_environ(engine.engine.scheduler.pid)
     finally:

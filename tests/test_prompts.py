@@ -59,7 +59,7 @@ def test_prompt_row_contract(make_config, write_jsonl, tmp_path, demo_model):
                            "chat_template_kwargs": {"enable_thinking": False}}])
     _, read = run(config, tmp_path)
     row = read["prompts"][0]
-    model = ModelInfo.from_config(config["model"])
+    model = ModelInfo.from_config(config.model)
     assert row["messages"] == [{"role": "system", "content": "Be kind."}, {"role": "user", "content": "Hello there"}]
     assert row["prompt_ids"] == model.encode(row["messages"], {"enable_thinking": False})
     assert row["prompt_tokens"] == len(row["prompt_ids"])

@@ -34,33 +34,37 @@ def config(**engine) -> Config:
                              "sources": [{"name": "s", "path": "x.jsonl", "format": "prompt"}]})
 
 
+def server_args(cfg: Config, fields: set[str]) -> dict:
+    return build_server_args(cfg.engine, "/m", fields, seed=cfg.seed, trust_remote_code=cfg.model.trust_remote_code)
+
+
 def test_strategy_and_graph_limit_follow_the_installed_field_names():
-    old = build_server_args(config(max_running_requests=512), "/m", FIELDS_0513)
+    old = server_args(config(max_running_requests=512), FIELDS_0513)
     assert old["mamba_scheduler_strategy"] == "no_buffer" and old["cuda_graph_max_bs"] == 512
     assert "disable_overlap_schedule" not in old  # 0.5.13 switches overlap off itself
     assert (old["random_seed"], old["log_level"], old["mem_fraction_static"]) == (5, "info", 0.90)
-    new = build_server_args(config(max_running_requests=512), "/m", FIELDS_0517)
+    new = server_args(config(max_running_requests=512), FIELDS_0517)
     assert new["mamba_radix_cache_strategy"] == "no_buffer" and new["cuda_graph_max_bs_decode"] == 512
     assert new["disable_overlap_schedule"] is True  # asserted by SGLang from 0.5.14
-    assert "cuda_graph_max_bs_decode" not in build_server_args(config(), "/m", FIELDS_0517)
+    assert "cuda_graph_max_bs_decode" not in server_args(config(), FIELDS_0517)
 
 
 @pytest.mark.parametrize("fields", [FIELDS_0513, FIELDS_0517])
 def test_no_radix_disables_the_prefix_cache_and_sets_no_strategy(fields):
-    args = build_server_args(config(mamba_strategy="no_radix"), "/m", fields)
+    args = server_args(config(mamba_strategy="no_radix"), fields)
     assert args["disable_radix_cache"] is True
     assert not {"mamba_scheduler_strategy", "mamba_radix_cache_strategy", "disable_overlap_schedule"} & set(args)
 
 
 def test_extra_buffer_keeps_overlap_and_old_spellings_are_translated():
-    args = build_server_args(config(mamba_strategy="extra_buffer", args={"cuda_graph_max_bs": 384}), "/m", FIELDS_0517)
+    args = server_args(config(mamba_strategy="extra_buffer", args={"cuda_graph_max_bs": 384}), FIELDS_0517)
     assert args["mamba_radix_cache_strategy"] == "extra_buffer" and "disable_overlap_schedule" not in args
     assert args["cuda_graph_max_bs_decode"] == 384 and "cuda_graph_max_bs" not in args
 
 
 def test_unknown_argument_fails_naming_it_and_the_closest_names():
     with pytest.raises(ConfigError, match=r"does not know 'attention_backends' \(closest: attention_backend"):
-        build_server_args(config(args={"attention_backends": "fa3"}), "/m", FIELDS_0517)
+        server_args(config(args={"attention_backends": "fa3"}), FIELDS_0517)
 
 
 def test_logged_and_resolved_arguments_are_read_back_under_either_name():
@@ -105,7 +109,7 @@ def test_generate_through_the_adapter(make_config, write_jsonl, version, monkeyp
     parts = duckdb.sql(f"SELECT * FROM '{layout.shard_dir(0)}/part-*.parquet'").fetchdf()
     assert len(parts) == 40 and parts["prompt_id"].is_unique
     assert set(parts["finish_reason"]) == {"stop", "length"}
-    stop_id = ModelInfo(Path(cfg["model"]["path"])).stop_token_ids[-1]  # the fake matches the last stop id
+    stop_id = ModelInfo(Path(cfg.model.path)).stop_token_ids[-1]  # the fake matches the last stop id
     assert all(ids[-1] == stop_id for ids in parts[parts.finish_reason == "stop"]["output_ids"])
     assert (parts["completion_tokens"] == parts["output_ids"].map(len)).all()
     assert set(parts["gpu"]) == {"0"}
@@ -129,7 +133,7 @@ def test_generate_through_the_adapter(make_config, write_jsonl, version, monkeyp
     result = json.loads(capsys.readouterr().out)[str(layout.shard_dir(0))]
     assert [f["code"] for f in result["findings"]] == ["mamba_pool_bound"]
     assert engine["gpu_name"] is None and result["efficiency"] is None  # no CUDA here: no GPU name, no peaks
-    assert main(["--results", str(layout.root), "diagnose", "--json", "--model", cfg["model"]["path"],
+    assert main(["--results", str(layout.root), "diagnose", "--json", "--model", cfg.model.path,
                  "--gpu", "NVIDIA H200"]) == 0  # named: the shard's telemetry and the model's config give it
     eff = json.loads(capsys.readouterr().out)[str(layout.shard_dir(0))]["efficiency"]
     assert eff["peak_tbps"] == 4.8 and eff["running"] == 6 and eff["achieved_tbps"] > 0
@@ -165,5 +169,5 @@ def test_the_gpu_demo_overlay_maps_onto_both_versions(fields):
 
     raw = load_yaml_files(*(REPO / "config" / n for n in ("config.yaml", "demo.yaml", "demo-sglang.yaml")))
     cfg = Config.from_dict(raw)
-    args = build_server_args(cfg, "/m", fields)
+    args = server_args(cfg, fields)
     assert args["attention_backend"] == "fa3" and args["mem_fraction_static"] == 0.5 and cfg.n_shards == 2

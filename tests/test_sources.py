@@ -18,7 +18,7 @@ from conftest import DEMO
 
 def source(**kw):
     raw = {"model": {"path": "m"}, "sources": [{"name": "s", "format": "query_response", **kw}]}
-    return Config.from_dict(raw)["sources"][0]
+    return Config.from_dict(raw).sources[0]
 
 
 def rows_of(chunks):
@@ -78,8 +78,7 @@ def test_missing_file_and_unknown_suffix(tmp_path):
 
 def test_local_hf_dataset_folder_is_read_offline_in_arrow_chunks(monkeypatch):
     monkeypatch.setattr(sources, "CHUNK_ROWS", 8)
-    chunks, origin, fingerprint = open_source({**source(dataset=str(DEMO / "alpaca_hf"), limit=19),
-                                               "format": "instruction"})
+    chunks, origin, fingerprint = open_source(source(dataset=str(DEMO / "alpaca_hf"), limit=19, format="instruction"))
     chunks = list(chunks)
     assert [len(c) for c in chunks] == [8, 8, 3] and all(c.arrow is not None for c in chunks)  # never Python rows
     rows = rows_of(chunks)
@@ -90,6 +89,7 @@ def test_local_hf_dataset_folder_is_read_offline_in_arrow_chunks(monkeypatch):
 def test_hub_dataset_that_cannot_load_offline():
     # huggingface_hub reads HF_HUB_OFFLINE at import: a fresh interpreter sees it
     code = ("from shardgen.sources import open_source, SourceError\n"
+            "from shardgen.config_sections import SamplingOverrides, SourceConfig\n"
             f"try:\n    open_source({source(dataset='BAAI/Infinity-Instruct', config='7M')!r})\n"
             "except SourceError as err:\n    print(err)\n")
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
@@ -100,10 +100,10 @@ def test_hub_dataset_that_cannot_load_offline():
 def test_every_unreadable_configured_source_is_named_with_its_path(tmp_path):
     good = tmp_path / "a.jsonl"
     good.write_text('{"query": "q"}\n')
-    sources = [{"name": "ok", "path": str(good)}, {"name": "typo", "path": str(tmp_path / "b.jsonl")},
-               {"name": "folder", "path": str(tmp_path)}, {"name": "local", "dataset": str(tmp_path / "gone_hf")},
-               {"name": "nested", "dataset": "config/demo/no_such_hf"}, {"name": "hub", "dataset": "org/name"},
-               {"name": "demo", "dataset": str(DEMO / "alpaca_hf")}]
+    sources = [source(name="ok", path=str(good)), source(name="typo", path=str(tmp_path / "b.jsonl")),
+               source(name="folder", path=str(tmp_path)), source(name="local", dataset=str(tmp_path / "gone_hf")),
+               source(name="nested", dataset="config/demo/no_such_hf"), source(name="hub", dataset="org/name"),
+               source(name="demo", dataset=str(DEMO / "alpaca_hf"))]
     with pytest.raises(SourceError) as err:
         check_readable(sources)
     assert str(err.value) == "; ".join([

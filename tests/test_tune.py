@@ -23,7 +23,7 @@ FAKE = Path(__file__).parent / "fake_sglang"
 def engine(**overrides) -> dict:
     raw = {"model": {"path": "/m"}, "engine": {"backend": "sglang", **overrides},
            "sources": [{"name": "s", "path": "x.jsonl", "format": "prompt"}]}
-    return Config.from_dict(raw)["engine"]
+    return Config.from_dict(raw).engine.as_dict()
 
 
 def test_grid_starts_from_the_current_settings_and_drops_their_memory_layout_args():

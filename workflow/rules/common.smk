@@ -1,8 +1,6 @@
 import json
 from pathlib import Path
 
-from snakemake.utils import validate
-
 from shardgen.config import Config
 from shardgen.figures import FIGURES
 from shardgen.layout import SHARD_REGEX, SHARD_WILDCARD as SHARD, Layout, shard_ids
@@ -10,12 +8,13 @@ from shardgen.locks import clear_stale_locks
 from shardgen.sources import check_readable
 
 
-validate(config, schema="../schemas/config.schema.yaml")
+# Snakemake's config schema validation, done by Config.from_dict (one path for the workflow and the CLI) against
+# ../schemas/config.schema.yaml: defaults filled, errors naming the key and the closest valid one.
 CONFIG = Config.from_dict(config)
 LAYOUT = Layout(CONFIG.results)
 SHARDS = shard_ids(CONFIG.n_shards)
 # Checked at every parse, not only when prompts runs: a wrong source path is an error even when results exist.
-check_readable(CONFIG["sources"])
+check_readable(CONFIG.sources)
 # Every `shardgen` step reads the resolved config through the environment its job inherits (on Slurm, the
 # job's own parse of this file sets it again): engine, checkpoint and other knobs that must not rerun anything.
 CONFIG.export_for_jobs()
@@ -26,12 +25,12 @@ wildcard_constraints:
 
 
 def source_files(wildcards):
-    return [s["path"] for s in config["sources"] if "path" in s]
+    return [s.path for s in CONFIG.sources if s.path is not None]
 
 
 def output_settings(*keys):
     """Settings that change outputs, as a rerun trigger: a change reruns the rule and what follows."""
-    return json.dumps({k: config[k] for k in keys}, sort_keys=True)
+    return json.dumps({k: CONFIG.raw[k] for k in keys}, sort_keys=True)
 
 
 # What every gen_key depends on. merge carries it too: after a failed prompts job (whose outputs Snakemake deletes)
@@ -51,7 +50,7 @@ def shard_parts_dir(wildcards):
 def prompts_threads():
     """prompts.workers, else every core snakemake was given (it caps threads at --cores). On Slurm the job gets
     profiles/slurm's cpus_per_task and its own snakemake (--cores all) sees those cores."""
-    return CONFIG["prompts"]["workers"] or workflow.cores
+    return CONFIG.prompts.workers or workflow.cores
 
 
 def output_dir(wildcards, output):
@@ -59,4 +58,4 @@ def output_dir(wildcards, output):
 
 
 # One conda env per backend, used by every rule when run with --sdm conda (envs/, relative to this file).
-BACKEND_ENV = "../../envs/shardgen-{}.yaml".format("cpu" if config["engine"]["backend"] == "transformers" else "gpu")
+BACKEND_ENV = "../../envs/shardgen-{}.yaml".format("cpu" if CONFIG.engine.backend == "transformers" else "gpu")

@@ -13,7 +13,7 @@ rule demo_model:
         LAYOUT.benchmark("demo_model")
     params:
         out=output_dir,
-        seed=config["seed"],
+        seed=CONFIG.seed,
     retries: 0
     conda:
         BACKEND_ENV

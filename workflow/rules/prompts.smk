@@ -5,7 +5,7 @@
 rule prompts:
     input:
         sources=source_files,
-        model=Path(config["model"]["path"], "config.json"),
+        model=Path(CONFIG.model.path, "config.json"),
     output:
         prompts=LAYOUT.prompts,
         rejected=LAYOUT.prompt_table("rejected"),

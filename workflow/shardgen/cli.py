@@ -141,9 +141,9 @@ def _full_config(args) -> Config | None:
 def _hardware(args) -> tuple[Path | None, str | None, dict, str | None]:
     """Model folder, --gpu, peak overrides and the fallback GPU name: the options, else the config."""
     config = _full_config(args)
-    model = args.model or (config["model"]["path"] if config else None)
-    hardware = config["hardware"] if config else {}
-    return (Path(model) if model else None), args.gpu, hardware.get("peaks", {}), hardware.get("gpu")
+    model = args.model or (config.model.path if config else None)
+    peaks, gpu = (config.hardware.peaks, config.hardware.gpu) if config else ({}, None)
+    return (Path(model) if model else None), args.gpu, peaks, gpu
 
 
 def cmd_diagnose(args):
@@ -162,7 +162,7 @@ def cmd_tune(args):
     from shardgen.tune import tune
 
     config = _config(args)
-    options = {"sample": args.sample, "seed": config["seed"] if args.seed is None else args.seed,
+    options = {"sample": args.sample, "seed": config.seed if args.seed is None else args.seed,
                "max_new_tokens": args.max_new_tokens, "ignore_eos": args.ignore_eos, "caps": args.caps,
                "bf16_state": not args.keep_state_dtype}
     out = Path(args.out) if args.out else Layout(config.results).tune_dir

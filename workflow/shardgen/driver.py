@@ -109,14 +109,14 @@ async def drive(engine: Engine, prompts: Iterable[dict], *, window: int, sink: P
 
 def window(config, engine: Engine) -> int:
     """Requests kept in flight: engine.inflight x what the engine runs at once, so its queue never runs dry."""
-    return max(1, int(config["engine"]["inflight"] * engine.max_running_requests))
+    return config.engine.window(engine.max_running_requests)
 
 
 def run_prompts(engine: Engine, prompts: list[dict], parts_dir: Path, config, *, shard: int, attempt: int, gpu: str,
                 desc: str) -> int:
     """Generate `prompts` on a started engine into parts committed in parts_dir (every checkpoint.every_records or
     every_seconds), with a progress bar on stderr; returns the rows committed. A failed commit raises OSError."""
-    sink = PartSink(PartWriter(parts_dir), **config["checkpoint"])
+    sink = PartSink(PartWriter(parts_dir), **config.checkpoint.as_dict())
     with tqdm(total=len(prompts), desc=desc, unit="req", file=sys.stderr, mininterval=2) as bar:
         engine.run(drive(engine, prompts, window=window(config, engine), sink=sink, shard=shard, attempt=attempt,
                          gpu=gpu, progress=bar))

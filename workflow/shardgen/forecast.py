@@ -84,7 +84,7 @@ def from_options(args, config, layout) -> dict:
         rate = rate_from_results(layout)
     prompts = args.prompts or planned_prompts(layout)
     output_tokens = args.output_tokens or rate.get("output_tokens_measured")
-    gpus = args.gpus or (config and max(1, config["gpus"] // config["engine"]["tp_size"]))
+    gpus = args.gpus or (config and config.engines)
     if not (prompts and output_tokens and gpus):
         raise ForecastError("give --prompts, --output-tokens and --gpus (or --config for a built prompt set, a "
                             "run's measured output length and its GPU count)")

@@ -1,19 +1,9 @@
 """Normalize one source row of a public dataset format into chat messages plus the original answer."""
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 ROLES = {"system": "system", "user": "user", "human": "user", "assistant": "assistant", "gpt": "assistant"}
-
-# The columns each format reads, by our name; `fields` in a source's config renames them to the file's columns.
-FORMAT_FIELDS = {
-    "sharegpt": ("conversations",),
-    "query_response": ("query",),
-    "question_answer": ("question",),
-    "instruction": ("instruction",),
-    "messages": ("messages",),
-    "prompt": ("prompt",),
-}
-
 
 class RowError(ValueError):
     """A row that cannot become a prompt; `reason` is the short code stored in rejected.parquet."""
@@ -78,20 +68,33 @@ def _instruction(row: dict, fields: dict) -> list[dict]:
     return turns + ([{"role": "assistant", "content": output}] if output is not None else [])
 
 
+@dataclass(frozen=True)
+class Format:
+    normalize: Callable[[dict, dict], list[dict]]  # (row, fields) -> turns
+    fields: tuple[str, ...]  # the columns it needs, by our name; a source's `fields` renames them
+    about: str  # for the README
+
+
+# Every input format, defined here only: the schema's enum and the README are checked against it.
+FORMATS = {
+    "sharegpt": Format(lambda row, f: _turns(row, f.get("conversations", "conversations"), "from", "value"),
+                       ("conversations",), "`conversations: [{from: human|gpt|system, value}]`"),
+    "query_response": Format(lambda row, f: _pair(row, f, "query", ("response", "answer")), ("query",),
+                             "`query` + `response` (MetaMathQA) or `answer` (CodeFeedback)"),
+    "question_answer": Format(lambda row, f: _pair(row, f, "question", ("answer",)), ("question",),
+                              "`question` + `answer` (WebInstructSub)"),
+    "instruction": Format(_instruction, ("instruction",),
+                          "`instruction` + optional `input` (joined with a blank line) + `output`"),
+    "messages": Format(lambda row, f: _turns(row, f.get("messages", "messages"), "role", "content"), ("messages",),
+                       "`[{role, content}]`"),
+    "prompt": Format(lambda row, f: _pair(row, f, "prompt", ()), ("prompt",), "a `prompt` string"),
+}
+
+
 def turns_of(row: dict, fmt: str, fields: dict) -> list[dict]:
-    if fmt == "sharegpt":
-        return _turns(row, fields.get("conversations", "conversations"), "from", "value")
-    if fmt == "messages":
-        return _turns(row, fields.get("messages", "messages"), "role", "content")
-    if fmt == "query_response":
-        return _pair(row, fields, "query", ("response", "answer"))
-    if fmt == "question_answer":
-        return _pair(row, fields, "question", ("answer",))
-    if fmt == "instruction":
-        return _instruction(row, fields)
-    if fmt == "prompt":
-        return _pair(row, fields, "prompt", ())
-    raise ValueError(f"unknown format {fmt!r}")
+    if fmt not in FORMATS:
+        raise ValueError(f"unknown format {fmt!r}")
+    return FORMATS[fmt].normalize(row, fields)
 
 
 def _check_text(text: str, where: str) -> None:

@@ -19,7 +19,7 @@ class StaleError(ShardgenError, RuntimeError):
 
 def stale_by_source(config: Config, path: Path, fingerprint: dict) -> tuple[int, dict[str, int]]:
     """Rows in the parquet file at path, and per source the rows whose gen_key the current config does not give."""
-    key_of = {s["name"]: gen_key_of(fingerprint, config.gen_settings(s)) for s in config["sources"]}
+    key_of = {s.name: gen_key_of(fingerprint, config.gen_settings(s)) for s in config.sources}
     rows, stale = 0, {}
     for batch in pq.ParquetFile(path).iter_batches(columns=["prompt_id", "gen_key", "source"], batch_size=65536):
         for pid, key, source in zip(*(batch.column(i).to_pylist() for i in range(3))):
@@ -33,7 +33,7 @@ def check(config: Config, path: Path) -> int:
     """Raise StaleError naming the stale rows per source; return the rows checked."""
     if not Path(path).is_file():
         raise StaleError(f"{path} is missing: rerun snakemake")
-    rows, stale = stale_by_source(config, path, ModelInfo.from_config(config["model"]).fingerprint)
+    rows, stale = stale_by_source(config, path, ModelInfo.from_config(config.model).fingerprint)
     if stale:
         per_source = ", ".join(f"{source}: {n}" for source, n in sorted(stale.items()))
         raise StaleError(f"{path} is stale: {sum(stale.values())} of {rows} rows were made for other settings than "
@@ -46,7 +46,7 @@ def check(config: Config, path: Path) -> int:
 def check_prompt_set(config: Config, prompts_dir: Path) -> int:
     """The prompt set merge builds from: made from every configured source, every gen_key current."""
     built = set(pq.read_table(prompt_table(prompts_dir, "sources"), columns=["source"])["source"].to_pylist())
-    if missing := sorted({s["name"] for s in config["sources"]} - built):
+    if missing := sorted({s.name for s in config.sources} - built):
         raise StaleError(f"{prompts_dir} was built without the configured source(s) {missing}: run "
                          "`snakemake --forcerun prompts`")
     return check(config, prompt_table(prompts_dir, "prompts"))

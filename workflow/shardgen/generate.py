@@ -39,9 +39,9 @@ def _run(config: Config, layout: Layout, shard: int, todo: list[dict], gpu: str)
     from shardgen.engines.session import open_engine
     from shardgen.model import ModelInfo
 
-    model = ModelInfo.from_config(config["model"])
+    model = ModelInfo.from_config(config.model)
     shard_dir = layout.shard_dir(shard)
-    attempt, engine_cfg, deaths = start_attempt(shard_dir, config["engine"])
+    attempt, engine_cfg, deaths = start_attempt(shard_dir, config.engine.as_dict())
     if deaths:
         log.warning("shard %d attempt %d restarts after %s; engine settings now %s", shard, attempt,
                     [d["cause"] for d in deaths], engine_cfg)

@@ -7,6 +7,7 @@ from functools import cached_property
 from pathlib import Path
 
 from shardgen import ShardgenError
+from shardgen.config_sections import ModelConfig
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json", "merges.txt",
                    "special_tokens_map.json", "added_tokens.json")
@@ -32,11 +33,11 @@ class ModelInfo:
     _cache: dict = field(default_factory=dict, repr=False)
 
     @classmethod
-    def from_config(cls, model_cfg: dict) -> "ModelInfo":
-        path = Path(model_cfg["path"]).resolve()
+    def from_config(cls, model_cfg: ModelConfig) -> "ModelInfo":
+        path = Path(model_cfg.path).resolve()
         if not (path / "config.json").is_file():
-            raise ModelError(f"model.path: {model_cfg['path']} is not a model folder (no config.json in {path})")
-        return cls(path, model_cfg["chat_template"], model_cfg["trust_remote_code"])
+            raise ModelError(f"model.path: {model_cfg.path} is not a model folder (no config.json in {path})")
+        return cls(path, model_cfg.chat_template, model_cfg.trust_remote_code)
 
     @cached_property
     def tokenizer(self):

@@ -14,14 +14,14 @@ PER = 100_000
 
 
 def efficiency_rows(config, layout, done_files: list[Path]) -> list[dict]:
-    hardware, rows = config["hardware"], []
+    hardware, rows = config.hardware, []
     for done in done_files:
         record = json.loads(Path(done).read_text())
         shard_dir = layout.shard_dir(record["shard"])
         if not telemetry_files(shard_dir):
             rows.append({"shard": record["shard"], "note": "no SGLang telemetry (CPU engine): no efficiency"})
             continue
-        entry = examine(shard_dir, Path(config["model"]["path"]), None, hardware["peaks"], hardware["gpu"])
+        entry = examine(shard_dir, Path(config.model.path), None, hardware.peaks, hardware.gpu)
         eff = entry["efficiency"] or {}
         rows.append({"shard": record["shard"], **{k: eff.get(k) for k in (
             "gpu", "achieved_tflops", "peak_tflops", "of_peak_tflops", "achieved_tbps", "peak_tbps", "of_peak_tbps",
@@ -35,7 +35,7 @@ def forecast(config, layout, record: dict) -> dict | None:
         rate = fc.rate_from_results(layout)
     except fc.ForecastError:
         return None
-    gpus = max(1, config["gpus"] // config["engine"]["tp_size"])
+    gpus = config.engines
     output = rate["output_tokens_measured"]
     whole = fc.forecast(record["generated"] or 1, output, gpus, rate["tok_per_s_per_gpu"], measured=rate["measured"])
     per = fc.forecast(PER, output, gpus, rate["tok_per_s_per_gpu"], measured=rate["measured"])

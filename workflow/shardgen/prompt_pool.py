@@ -20,7 +20,7 @@ _processor: ChunkProcessor | None = None
 def _start_worker(raw_config: dict, fingerprint: dict) -> None:
     global _processor
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the main process's to handle
-    _processor = ChunkProcessor(Config(raw_config), fingerprint)
+    _processor = ChunkProcessor(Config.from_dict(raw_config), fingerprint)
 
 
 def _process(chunk: Chunk) -> ChunkResult:
@@ -40,7 +40,7 @@ def _describe(chunk: Chunk, names: list[str]) -> str:
 def _fatal_row(config: Config, fingerprint: dict, chunks: list[Chunk]) -> str:
     """After a worker died: replay the chunks that were in flight in a fresh worker, then the one that kills it
     again row by row; name that row (or say the death did not repeat)."""
-    names = [s["name"] for s in config["sources"]]
+    names = [s.name for s in config.sources]
     with _executor(config, fingerprint, 1) as pool:
         if _kills(pool, chunks[0].part(0, 0)):
             return "none: a fresh worker dies before any row (it cannot start; see the messages above)"

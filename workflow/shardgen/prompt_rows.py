@@ -7,6 +7,7 @@ import pyarrow as pa
 
 from shardgen import ShardgenError, tables
 from shardgen.config import Config
+from shardgen.config_sections import SourceConfig
 from shardgen.formats import RowError, conversation
 from shardgen.keys import gen_key_of, prompt_id
 from shardgen.model import ModelInfo
@@ -31,20 +32,20 @@ class ChunkResult:
 class SourcePlan:
     """What every row of one source shares: format, sampling, template arguments, the gen_key function."""
 
-    def __init__(self, config: Config, source: dict, fingerprint: dict):
-        self.source, self.name = source, source["name"]
+    def __init__(self, config: Config, source: SourceConfig, fingerprint: dict):
+        self.source, self.name = source, source.name
         self.sampling = config.sampling_for(source)
         self.template_kwargs = config.template_kwargs_for(source)
         self.extra = config.sampling_extra(source)
         self.gen_key = gen_key_of(fingerprint, config.gen_settings(source))
-        self.budget = config["model"]["context_length"] - self.sampling["max_new_tokens"]
-        self.context_length = config["model"]["context_length"]
+        self.budget = config.model.context_length - self.sampling["max_new_tokens"]
+        self.context_length = config.model.context_length
 
 
 class ChunkProcessor:
     def __init__(self, config: Config, fingerprint: dict):
-        self.model = ModelInfo.from_config(config["model"])
-        self.plans = [SourcePlan(config, source, fingerprint) for source in config["sources"]]
+        self.model = ModelInfo.from_config(config.model)
+        self.plans = [SourcePlan(config, source, fingerprint) for source in config.sources]
 
     def process(self, chunk: Chunk) -> ChunkResult:
         plan = self.plans[chunk.source]
@@ -54,8 +55,7 @@ class ChunkProcessor:
             try:
                 if isinstance(row, RowError):
                     raise row
-                conv, replaced = conversation(row, plan.source["format"], plan.source["fields"],
-                                              plan.source["system_prompt"])
+                conv, replaced = conversation(row, plan.source.format, plan.source.fields, plan.source.system_prompt)
             except RowError as err:
                 result.rejected.append((source_row, err.reason, err.detail))
                 continue

@@ -104,16 +104,16 @@ def default_workers() -> int:
 def build_prompts(config: Config, out_dir: Path, workers: int | None = None) -> dict:
     """Write prompts/, rejected/, duplicates/ and sources.parquet under out_dir; return per-source counts.
     `workers` processes render and tokenize (default: the config's prompts.workers, else every usable core)."""
-    workers = workers or config["prompts"]["workers"] or default_workers()
-    model = ModelInfo.from_config(config["model"])
+    workers = workers or config.prompts.workers or default_workers()
+    model = ModelInfo.from_config(config.model)
     model.stop_token_ids  # fails now, before any row is read, if the template is missing
-    sources = config["sources"]
+    sources = config.sources
     opened = [open_source(source, i) for i, source in enumerate(sources)]  # file problems stop here
     tallies = [SourceTally() for _ in sources]
     with ExitStack() as stack:
         writers = Writers(stack, out_dir)
-        deduper = Deduper([s["name"] for s in sources], writers)
-        bars = [stack.enter_context(tqdm(desc=f"prompts {s['name']}", unit="row", mininterval=5))
+        deduper = Deduper([s.name for s in sources], writers)
+        bars = [stack.enter_context(tqdm(desc=f"prompts {s.name}", unit="row", mininterval=5))
                 for s in sources]
         chunks = (chunk for chunk_iter, _, _ in opened for chunk in chunk_iter)
         for result in chunk_results(config, model.fingerprint, chunks, workers):
@@ -121,8 +121,8 @@ def build_prompts(config: Config, out_dir: Path, workers: int | None = None) -> 
             bars[result.source].update(result.rows_read)
         writers.flush()
     write_table(pa.Table.from_pylist([
-        {"source": s["name"], "origin": origin, "fingerprint": fingerprint, "rows_read": t.rows_read,
+        {"source": s.name, "origin": origin, "fingerprint": fingerprint, "rows_read": t.rows_read,
          "system_replaced": t.system_replaced} for s, (_, origin, fingerprint), t in zip(sources, opened, tallies)],
         schema=tables.SOURCES), prompt_table(out_dir, "sources"))
-    return {s["name"]: {"read": t.rows_read, "rejected": t.rejected, "duplicates": t.duplicates}
+    return {s.name: {"read": t.rows_read, "rejected": t.rejected, "duplicates": t.duplicates}
             for s, t in zip(sources, tallies)}

@@ -47,7 +47,7 @@ def summary(con) -> dict:
 
 
 def manifest(con, config: Config, per_source: list[dict], outputs: list[Path], done_files: list[Path]) -> dict:
-    model = ModelInfo.from_config(config["model"])
+    model = ModelInfo.from_config(config.model)
     rejected = db.query(con, "rejected_reasons")
     sources = {r["source"]: dict(r) for r in per_source}
     for row in con.execute("SELECT source, origin, fingerprint FROM sources").fetchall():
@@ -62,10 +62,10 @@ def manifest(con, config: Config, per_source: list[dict], outputs: list[Path], d
     return {
         "sources": list(sources.values()),
         "model": {"path": str(model.path), **model.fingerprint, "stop_token_ids": model.stop_token_ids},
-        "sampling": {"defaults": config["defaults"],
-                     "per_source": {s["name"]: config.sampling_for(s) for s in config["sources"]}},
-        "seed": config["seed"],
-        "engine": {"config": config["engine"], "resolved": [d["engine"] for d in done if d.get("engine")]},
+        "sampling": {"defaults": config.defaults.as_dict(),
+                     "per_source": {s.name: config.sampling_for(s) for s in config.sources}},
+        "seed": config.seed,
+        "engine": {"config": config.engine.as_dict(), "resolved": [d["engine"] for d in done if d.get("engine")]},
         "versions": _versions(),
         "outputs": files,
         "note": "the seed seeds the engine; per-prompt reproducibility is not promised",

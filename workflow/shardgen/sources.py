@@ -13,7 +13,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from shardgen import ShardgenError
-from shardgen.formats import FORMAT_FIELDS, RowError
+from shardgen.config_sections import SourceConfig
+from shardgen.formats import FORMATS, RowError
 
 CHUNK_ROWS = 2048
 
@@ -27,7 +28,7 @@ class Chunk:
     """Consecutive rows of one source: JSONL lines (raw bytes), parsed JSON rows, or an Arrow batch as IPC bytes
     (pickling a slice of a memory-mapped table would copy the whole table; IPC copies only the slice)."""
 
-    source: int  # index in config["sources"]
+    source: int  # index in config.sources
     indices: list[int] | None = None  # source_row of each line or JSON row
     lines: list[bytes] | None = None
     values: list | None = None
@@ -106,11 +107,11 @@ def _json_chunks(path: Path, source: int) -> Iterator[Chunk]:
             for s in range(0, len(data), CHUNK_ROWS))
 
 
-def _check_columns(columns: list[str], source: dict, where: str) -> None:
-    fields = source["fields"]
-    needed = [fields.get(f, f) for f in FORMAT_FIELDS[source["format"]]]
+def _check_columns(columns: list[str], source: SourceConfig, where: str) -> None:
+    fields = source.fields
+    needed = [fields.get(f, f) for f in FORMATS[source.format].fields]
     if missing := [c for c in needed if c not in columns]:
-        raise SourceError(f"{where}: format {source['format']!r} needs column(s) {missing}; it has {columns}")
+        raise SourceError(f"{where}: format {source.format!r} needs column(s) {missing}; it has {columns}")
 
 
 def _batch_chunks(batches, source: int) -> Iterator[Chunk]:
@@ -120,7 +121,7 @@ def _batch_chunks(batches, source: int) -> Iterator[Chunk]:
         start += batch.num_rows
 
 
-def _parquet_chunks(path: Path, source: dict, index: int) -> Iterator[Chunk]:
+def _parquet_chunks(path: Path, source: SourceConfig, index: int) -> Iterator[Chunk]:
     try:
         parquet = pq.ParquetFile(path)
     except Exception as err:  # pyarrow raises several types for a damaged file
@@ -129,20 +130,20 @@ def _parquet_chunks(path: Path, source: dict, index: int) -> Iterator[Chunk]:
     return _batch_chunks(parquet.iter_batches(batch_size=CHUNK_ROWS), index)
 
 
-def _hf_chunks(source: dict, index: int) -> tuple[Iterator[Chunk], str]:
+def _hf_chunks(source: SourceConfig, index: int) -> tuple[Iterator[Chunk], str]:
     import datasets
 
-    name = source["dataset"]
+    name = source.dataset
     try:
-        ds = datasets.load_dataset(name, source["config"], split=source["split"], revision=source["revision"],
-                                   data_files=source["data_files"])
+        ds = datasets.load_dataset(name, source.config, split=source.split, revision=source.revision,
+                                   data_files=source.data_files)
     except Exception as err:  # datasets raises many types; all mean "not loadable here"
-        raise SourceError(f"source {source['name']!r}: cannot load HF dataset {name!r} offline "
-                          f"(config={source['config']}, split={source['split']}): {type(err).__name__}: {err}") from None
-    _check_columns(ds.column_names, source, f"source {source['name']!r} (dataset {name})")
+        raise SourceError(f"source {source.name!r}: cannot load HF dataset {name!r} offline "
+                          f"(config={source.config}, split={source.split}): {type(err).__name__}: {err}") from None
+    _check_columns(ds.column_names, source, f"source {source.name!r} (dataset {name})")
     # Arrow tables sliced from the memory-mapped cache: a 7M-row dataset is never one Python list.
     batches = ds.with_format("arrow").iter(batch_size=CHUNK_ROWS)
-    return _batch_chunks(batches, index), source["revision"] or f"fingerprint:{ds._fingerprint}"
+    return _batch_chunks(batches, index), source.revision or f"fingerprint:{ds._fingerprint}"
 
 
 def _local_dataset(name: str) -> bool:
@@ -151,13 +152,13 @@ def _local_dataset(name: str) -> bool:
     return Path(name).exists() or name.startswith(("/", ".")) or name.count("/") > 1
 
 
-def check_readable(sources: list[dict]) -> None:
+def check_readable(sources: list[SourceConfig]) -> None:
     """Raise SourceError naming every configured file or local dataset folder that cannot be read. The workflow
     calls this whenever it is parsed, so a wrong path stops every run, also one whose results exist. Hub dataset
     names are checked where prompts loads them (offline, at once)."""
     problems = []
     for source in sources:
-        kind, value = ("file", source["path"]) if "path" in source else ("dataset folder", source["dataset"])
+        kind, value = ("file", source.path) if source.path is not None else ("dataset folder", source.dataset)
         if kind == "dataset folder" and not _local_dataset(value):
             continue
         path = Path(value)
@@ -165,7 +166,7 @@ def check_readable(sources: list[dict]) -> None:
         if not (usable and os.access(path, os.R_OK)):
             wanted = "a file" if kind == "file" else "a directory"
             state = "cannot be read" if usable else f"is not {wanted}" if path.exists() else "not found"
-            problems.append(f"source {source['name']!r}: {kind} {value} {state} (resolved to {path.resolve()})")
+            problems.append(f"source {source.name!r}: {kind} {value} {state} (resolved to {path.resolve()})")
     if problems:
         raise SourceError("; ".join(problems))
 
@@ -178,21 +179,21 @@ def _limited(chunks: Iterator[Chunk], limit: int) -> Iterator[Chunk]:
         limit -= len(chunk)
 
 
-def open_source(source: dict, index: int = 0) -> tuple[Iterator[Chunk], str, str]:
+def open_source(source: SourceConfig, index: int = 0) -> tuple[Iterator[Chunk], str, str]:
     """Return (chunks of the source's rows, origin, fingerprint); raise SourceError for file problems. `index` is
     the source's place in the config, carried by its chunks."""
-    if "dataset" in source:
+    if source.dataset is not None:
         chunks, fingerprint = _hf_chunks(source, index)
-        origin = source["dataset"]
+        origin = source.dataset
     else:
-        path = Path(source["path"]).resolve()
+        path = Path(source.path).resolve()
         if not path.is_file():
-            raise SourceError(f"source {source['name']!r}: file {source['path']} not found (resolved to {path})")
+            raise SourceError(f"source {source.name!r}: file {source.path} not found (resolved to {path})")
         readers = {".jsonl": lambda p: _jsonl_chunks(p, index), ".json": lambda p: _json_chunks(p, index),
                    ".parquet": lambda p: _parquet_chunks(p, source, index)}
         if path.suffix not in readers:
-            raise SourceError(f"source {source['name']!r}: {path.name}: unknown file type; use .jsonl, .json or .parquet")
+            raise SourceError(f"source {source.name!r}: {path.name}: unknown file type; use .jsonl, .json or .parquet")
         chunks, origin, fingerprint = readers[path.suffix](path), str(path), f"sha256:{file_sha256(path)}"
-    if source["limit"]:
-        chunks = _limited(chunks, source["limit"])
+    if source.limit:
+        chunks = _limited(chunks, source.limit)
     return chunks, origin, fingerprint

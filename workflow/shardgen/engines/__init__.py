@@ -45,15 +45,17 @@ class Engine(Protocol):
 def create_engine(config, model, device: str, shard_dir, watchdog, extra_sampling: dict | None = None) -> Engine:
     """Import the backend only now: after the GPU lease, and never in CI for the one not installed.
     `extra_sampling` (say ignore_eos) is passed to SGLang with every request."""
-    backend = config["engine"]["backend"]
+    backend = config.engine.backend
     if backend == "transformers":
         from shardgen.engines.transformers_engine import TransformersEngine
 
         if extra_sampling:
             raise ValueError(f"the transformers backend takes no extra sampling parameters ({extra_sampling})")
-        return TransformersEngine(config, model, device, watchdog)
+        return TransformersEngine(config.engine, model, device, watchdog, seed=config.seed)
     if backend == "sglang":
         from shardgen.engines.sglang_engine import SGLangEngine
 
-        return SGLangEngine(config, model, shard_dir, extra_sampling, watchdog)
+        return SGLangEngine(config.engine, model, shard_dir, seed=config.seed,
+                            cache_dir=config.engine.cache_path(config.results), extra_sampling=extra_sampling,
+                            watchdog=watchdog)
     raise ValueError(f"engine.backend: unknown backend {backend!r}")

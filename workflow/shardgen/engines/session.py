@@ -14,7 +14,7 @@ def open_engine(config, model, workdir: Path, *, device: str = "cuda", attempt: 
                 extra_sampling: dict | None = None) -> Iterator[Engine]:
     """A started engine whose telemetry goes to `workdir`. With an `attempt` (a shard's), a watchdog kills the
     engine after `engine.stall_seconds` without progress and logs why in that attempt's record."""
-    watchdog = Watchdog(workdir, attempt, config["engine"]["stall_seconds"]) if attempt is not None else None
+    watchdog = Watchdog(workdir, attempt, config.engine.stall_seconds) if attempt is not None else None
     engine = create_engine(config, model, device, workdir, watchdog, extra_sampling)
     try:
         if watchdog:

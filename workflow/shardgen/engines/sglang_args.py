@@ -6,6 +6,7 @@ import difflib
 import re
 
 from shardgen.config import ConfigError
+from shardgen.config_sections import EngineConfig
 
 STRATEGY_FIELDS = ("mamba_radix_cache_strategy", "mamba_scheduler_strategy")  # >= 0.5.14, <= 0.5.13
 GRAPH_LIMIT_FIELDS = ("cuda_graph_max_bs_decode", "cuda_graph_max_bs")  # >= 0.5.14, <= 0.5.13
@@ -41,18 +42,17 @@ def _strategy_args(strategy: str, names: set[str]) -> dict:
     return args
 
 
-def build_server_args(config, model_path: str, names: set[str]) -> dict:
-    """Engine(**kwargs) for this config on the SGLang whose ServerArgs has `names`."""
-    engine = config["engine"]
-    args = {"model_path": model_path, "tp_size": engine["tp_size"], "mem_fraction_static": engine["mem_fraction_static"],
-            "random_seed": config["seed"], "trust_remote_code": config["model"]["trust_remote_code"],
-            "log_level": "info"}
-    args.update(_strategy_args(engine["mamba_strategy"], names))
-    if (cap := engine["max_running_requests"]) is not None:
+def build_server_args(engine: EngineConfig, model_path: str, names: set[str], seed: int,
+                      trust_remote_code: bool) -> dict:
+    """Engine(**kwargs) for these engine settings on the SGLang whose ServerArgs has `names`."""
+    args = {"model_path": model_path, "tp_size": engine.tp_size, "mem_fraction_static": engine.mem_fraction_static,
+            "random_seed": seed, "trust_remote_code": trust_remote_code, "log_level": "info"}
+    args.update(_strategy_args(engine.mamba_strategy, names))
+    if (cap := engine.max_running_requests) is not None:
         args["max_running_requests"] = cap
         if graph_field := _first_present(GRAPH_LIMIT_FIELDS, names):
             args[graph_field] = cap  # decode batches above the graph limit run without CUDA graphs
-    args.update(_translate_passthrough(engine["args"], names))
+    args.update(_translate_passthrough(engine.args, names))
     check_known(args, names)
     return args
 

@@ -9,8 +9,9 @@ import signal
 from pathlib import Path
 
 from shardgen.engines import Request, Result, telemetry
-from shardgen.engines.kernel_cache import point_caches, resolve
+from shardgen.engines.kernel_cache import point_caches
 from shardgen.engines.logtap import LogTap
+from shardgen.config_sections import EngineConfig
 from shardgen.engines.sglang_args import build_server_args, server_arg_names
 
 RESOLVED_KEYS = ("max_running_requests", "max_total_tokens", "mem_fraction_static", "chunked_prefill_size",
@@ -21,13 +22,15 @@ RESOLVED_KEYS = ("max_running_requests", "max_total_tokens", "mem_fraction_stati
 
 
 class SGLangEngine:
-    def __init__(self, config, model, shard_dir: Path, extra_sampling: dict | None = None, watchdog=None):
+    def __init__(self, engine: EngineConfig, model, shard_dir: Path, *, seed: int, cache_dir: Path,
+                 extra_sampling: dict | None = None, watchdog=None):
         os.environ.setdefault("SGLANG_LOG_MS", "1")  # millisecond timestamps on the scheduler's lines
-        self.cache_env = point_caches(resolve(config["engine"]["cache_dir"], config.results))
+        self.cache_env = point_caches(cache_dir)
         import sglang
         from sglang.srt.server_args import ServerArgs
 
-        self.args = build_server_args(config, str(model.path), server_arg_names(ServerArgs))
+        self.args = build_server_args(engine, str(model.path), server_arg_names(ServerArgs), seed=seed,
+                                      trust_remote_code=model.trust_remote_code)
         self.stop_ids = model.stop_token_ids
         self.extra_sampling = extra_sampling or {}
         self.startup: dict = {}

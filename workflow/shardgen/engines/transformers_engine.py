@@ -7,6 +7,7 @@ import os
 import signal
 
 from shardgen.config import ConfigError
+from shardgen.config_sections import EngineConfig
 from shardgen.engines import Request, Result
 
 log = logging.getLogger(__name__)
@@ -22,14 +23,13 @@ def check_args(args: dict) -> dict:
 
 
 class TransformersEngine:
-    def __init__(self, config, model, device: str = "cpu", watchdog=None):
+    def __init__(self, engine: EngineConfig, model, device: str = "cpu", watchdog=None, seed: int = 0):
         import torch
         from transformers import AutoModelForCausalLM
 
-        engine_cfg = config["engine"]
-        self.max_running_requests = engine_cfg["max_running_requests"] or DEFAULT_BATCH
-        self.args = {"device": device, **check_args(engine_cfg["args"])}
-        torch.manual_seed(config["seed"])
+        self.max_running_requests = engine.max_running_requests or DEFAULT_BATCH
+        self.args = {"device": device, **check_args(engine.args)}
+        torch.manual_seed(seed)
         self.torch = torch
         self.model_info = model
         self.model = AutoModelForCausalLM.from_pretrained(

@@ -54,7 +54,7 @@ def measure(tune_dir: Path, name: str) -> dict:
     warm = [{**p, "gen_key": "warm-" + p["gen_key"], "max_new_tokens": WARM_UP["max_new_tokens"]}
             for p in prompts[:WARM_UP["prompts"]]]
     t0 = time.monotonic()
-    with open_engine(config, ModelInfo.from_config(config["model"]), workdir,
+    with open_engine(config, ModelInfo.from_config(config.model), workdir,
                      extra_sampling={"ignore_eos": True} if plan["ignore_eos"] else None) as engine:
         start_s = time.monotonic() - t0
         with tempfile.TemporaryDirectory() as tmp:

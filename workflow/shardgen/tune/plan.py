@@ -58,15 +58,15 @@ def load_plan(config: Config, tune_dir: Path, options: dict) -> dict:
         if changed := [k for k in PLAN_KEYS if plan[k] != options[k]]:
             raise ConfigError(f"{tune_dir} holds a tune run with different {', '.join(changed)} "
                               f"({', '.join(f'{k}={plan[k]!r}' for k in changed)}); pass those, or --out elsewhere")
-        if plan["config"]["engine"] != config["engine"]:
+        if plan["config"]["engine"] != config.engine.as_dict():
             log.warning("the config's engine section changed since %s began; its settings are kept (the grid is "
                         "compared on one plan): pass --out for a tune run from the new settings", tune_dir)
         return plan
-    if config["engine"]["backend"] != "sglang":
+    if config.engine.backend != "sglang":
         raise ConfigError("shardgen tune measures SGLang's hybrid-Mamba settings: engine.backend must be sglang")
     rows = write_sample(Layout(config.results).prompts, tune_dir / "sample.parquet", options["sample"], options["seed"])
     plan = {**options, "sample_rows": rows, "config": config.raw,
-            "settings": grid(config["engine"], options["caps"], options["bf16_state"])}
+            "settings": grid(config.engine.as_dict(), options["caps"], options["bf16_state"])}
     write_text(json.dumps(plan, indent=1), path)
     return plan
 

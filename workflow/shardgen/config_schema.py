@@ -1,0 +1,75 @@
+"""The one validation of a configuration: workflow/schemas/config.schema.yaml (Snakemake's config schema), its
+defaults filled in, every error naming the key by its dotted path and, for an unknown key, the closest valid one."""
+
+import difflib
+import json
+from functools import cache
+
+import jsonschema
+import yaml
+
+from shardgen import WORKFLOW_DIR, ShardgenError
+
+SCHEMA_PATH = WORKFLOW_DIR / "schemas" / "config.schema.yaml"
+
+
+class ConfigError(ShardgenError, ValueError):
+    """A configuration problem, named by its key path (e.g. `sources[1].format`)."""
+
+
+@cache
+def schema() -> dict:
+    return yaml.safe_load(SCHEMA_PATH.read_text())
+
+
+def _with_defaults(validator_class):
+    validate_properties = validator_class.VALIDATORS["properties"]
+
+    def set_defaults(validator, properties, instance, schema):
+        if isinstance(instance, dict):
+            for key, sub in properties.items():
+                if "default" in sub and key not in instance:
+                    instance[key] = json.loads(json.dumps(sub["default"]))
+        yield from validate_properties(validator, properties, instance, schema)
+
+    return jsonschema.validators.extend(validator_class, {"properties": set_defaults})
+
+
+DefaultFillingValidator = _with_defaults(jsonschema.Draft202012Validator)
+
+
+def key_path(path) -> str:
+    text = ""
+    for part in path:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text or "<top level>"
+
+
+def _unknown_keys(error: jsonschema.ValidationError) -> str:
+    allowed = list(error.schema.get("properties", {}))
+    prefix = key_path(error.absolute_path) + "." if error.absolute_path else ""
+    hints = []
+    for unknown in sorted(set(error.instance) - set(allowed)):
+        match = difflib.get_close_matches(unknown, allowed, 1)
+        hints.append(f"'{prefix}{unknown}'" + (f" (did you mean '{prefix}{match[0]}'?)" if match else ""))
+    return f"unknown key {', '.join(hints)} in {key_path(error.absolute_path)}; allowed: {', '.join(allowed)}"
+
+
+def _describe(error: jsonschema.ValidationError) -> str:
+    if error.validator == "additionalProperties":
+        return _unknown_keys(error)
+    where = key_path(error.absolute_path)
+    if error.validator == "oneOf" and isinstance(error.instance, dict):
+        return f"{where}: give exactly one of 'path' (a file) or 'dataset' (an HF dataset)"
+    return f"{where}: {error.message}"
+
+
+def validate(raw: dict) -> dict:
+    """Fill defaults in place and raise ConfigError naming the first bad keys."""
+    errors = sorted(DefaultFillingValidator(schema()).iter_errors(raw), key=lambda e: list(map(str, e.absolute_path)))
+    if errors:
+        raise ConfigError("invalid config: " + "; ".join(_describe(e) for e in errors[:5]))
+    names = [s["name"] for s in raw["sources"]]
+    if dupes := sorted({n for n in names if names.count(n) > 1}):
+        raise ConfigError(f"invalid config: sources: duplicate name(s) {dupes}")
+    return raw

@@ -1,0 +1,129 @@
+"""The configuration's sections as frozen dataclasses, built once from the schema-validated dict. The schema
+(workflow/schemas/config.schema.yaml) holds every default and type; these mirror its keys (tests/test_config.py
+fails when they differ), so a field here never carries a default of its own."""
+
+import json
+import typing
+from dataclasses import asdict, dataclass, fields, is_dataclass
+from pathlib import Path
+
+
+class Section:
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def build(cls, raw: dict):
+    """cls from a validated (default-filled) mapping, nested sections and lists of sections included."""
+    hints = typing.get_type_hints(cls)
+    values = {}
+    for f in fields(cls):
+        if f.name not in raw:
+            continue  # only the optional keys the schema gives no default (a source's path or dataset)
+        kind, value = hints[f.name], raw[f.name]
+        if is_dataclass(kind):
+            value = build(kind, value)
+        elif typing.get_origin(kind) is tuple and is_dataclass(item := typing.get_args(kind)[0]):
+            value = tuple(build(item, v) for v in value)
+        values[f.name] = value
+    return cls(**values)
+
+
+@dataclass(frozen=True)
+class ModelConfig(Section):
+    path: str
+    chat_template: str | None
+    context_length: int
+    trust_remote_code: bool
+
+
+@dataclass(frozen=True)
+class EngineConfig(Section):
+    backend: str
+    mem_fraction_static: float
+    mamba_strategy: str
+    max_running_requests: int | None
+    tp_size: int
+    inflight: float
+    cache_dir: str
+    stall_seconds: float
+    args: dict
+
+    def window(self, max_running_requests: int) -> int:
+        """Requests kept in flight: inflight x what the engine runs at once."""
+        return max(1, int(self.inflight * max_running_requests))
+
+    def cache_path(self, results: Path) -> Path:
+        from shardgen.engines.kernel_cache import resolve
+
+        return resolve(self.cache_dir, results)
+
+
+@dataclass(frozen=True)
+class HardwareConfig(Section):
+    gpu: str | None
+    peaks: dict  # GPU name -> {tflops, tbps}: a table the user extends, not keys of ours
+
+
+@dataclass(frozen=True)
+class CheckpointConfig(Section):
+    every_records: int
+    every_seconds: float
+
+
+@dataclass(frozen=True)
+class PromptsConfig(Section):
+    workers: int | None
+
+
+@dataclass(frozen=True)
+class SamplingDefaults(Section):
+    max_new_tokens: int
+    temperature: float
+    top_p: float
+    top_k: int
+    chat_template_kwargs: dict
+
+    def params(self) -> dict:
+        return {k: v for k, v in self.as_dict().items() if k != "chat_template_kwargs"}
+
+
+@dataclass(frozen=True)
+class SamplingOverrides(Section):
+    max_new_tokens: int | None = None  # None: not set, the default applies
+    temperature: float | None = None
+    top_p: float | None = None
+    top_k: int | None = None
+
+
+@dataclass(frozen=True)
+class SourceConfig(Section):
+    name: str
+    format: str
+    config: str | None
+    split: str
+    revision: str | None
+    data_files: str | list | dict | None
+    fields: dict
+    limit: int | None
+    system_prompt: str | None
+    multi_turn: str
+    sampling: SamplingOverrides
+    chat_template_kwargs: dict
+    path: str | None = None  # exactly one of path and dataset is set (the schema's oneOf)
+    dataset: str | None = None
+
+    def sampling_over(self, defaults: SamplingDefaults) -> dict:
+        """This source's sampling params over the global defaults."""
+        return {**defaults.params(), **{k: v for k, v in self.sampling.as_dict().items() if v is not None}}
+
+    def template_kwargs(self, defaults: SamplingDefaults) -> dict:
+        return {**defaults.chat_template_kwargs, **self.chat_template_kwargs}
+
+    def sampling_extra(self, defaults: SamplingDefaults) -> str:
+        kwargs = self.template_kwargs(defaults)
+        return json.dumps({"chat_template_kwargs": kwargs} if kwargs else {}, sort_keys=True)
+
+    def gen_settings(self, defaults: SamplingDefaults) -> dict:
+        """What enters the gen_key of this source's prompts besides the prompt and the model hashes."""
+        return {**self.sampling_over(defaults), "extra": self.sampling_extra(defaults)}
