@@ -9,7 +9,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 from tqdm import tqdm
 
-from shardgen import ShardgenError, db, gpu_lease
+from shardgen import ShardgenError, db, gpu_lease, heartbeat
 from shardgen.atomic import write_text
 from shardgen.attempts import log_event, read_attempts, start_attempt
 from shardgen.config import Config
@@ -48,28 +48,29 @@ def _run(config: Config, layout: Layout, shard: int, todo: list[dict], gpu: str)
     if deaths:
         log.warning("shard %d attempt %d restarts after %s; engine settings now %s", shard, attempt,
                     [d["cause"] for d in deaths], engine_cfg)
-    config = config.with_engine(engine_cfg)
-    watchdog = Watchdog(shard_dir, attempt, engine_cfg["stall_seconds"])
-    engine = create_engine(config, model, "cpu" if gpu == "cpu" else "cuda", shard_dir, watchdog)
-    try:
-        log_event(shard_dir, attempt, "engine_started", max_running_requests=engine.max_running_requests)
-        window = max(1, int(engine_cfg["inflight"] * engine.max_running_requests))
-        log.info("shard %d attempt %d: %d prompts to generate, window %d", shard, attempt, len(todo), window)
-        sink = PartSink(PartWriter(shard_dir), **config["checkpoint"])
-        watchdog.start(engine.kill)
-        with tqdm(total=len(todo), desc=f"shard {shard:03d}", unit="req", file=sys.stderr, mininterval=2) as bar:
-            try:
-                engine.run(drive(engine, todo, window=window, sink=sink, shard=shard, attempt=attempt, gpu=gpu,
-                                 progress=bar))
-            except OSError as err:
-                raise CommitError(f"shard {shard}: committing a part failed ({err}); the "
-                                  f"{len(part_files(shard_dir))} committed parts in {shard_dir} are intact, and a "
-                                  "rerun resumes from them") from err
-        log_event(shard_dir, attempt, "finished", committed=sink.committed)
-        return engine.describe()
-    finally:
-        watchdog.close()
-        engine.close()
+    with heartbeat.beating(shard_dir, attempt):  # from here on `status` can tell a live attempt from a dead one
+        config = config.with_engine(engine_cfg)
+        watchdog = Watchdog(shard_dir, attempt, engine_cfg["stall_seconds"])
+        engine = create_engine(config, model, "cpu" if gpu == "cpu" else "cuda", shard_dir, watchdog)
+        try:
+            log_event(shard_dir, attempt, "engine_started", max_running_requests=engine.max_running_requests)
+            window = max(1, int(engine_cfg["inflight"] * engine.max_running_requests))
+            log.info("shard %d attempt %d: %d prompts to generate, window %d", shard, attempt, len(todo), window)
+            sink = PartSink(PartWriter(shard_dir), **config["checkpoint"])
+            watchdog.start(engine.kill)
+            with tqdm(total=len(todo), desc=f"shard {shard:03d}", unit="req", file=sys.stderr, mininterval=2) as bar:
+                try:
+                    engine.run(drive(engine, todo, window=window, sink=sink, shard=shard, attempt=attempt, gpu=gpu,
+                                     progress=bar))
+                except OSError as err:
+                    raise CommitError(f"shard {shard}: committing a part failed ({err}); the "
+                                      f"{len(part_files(shard_dir))} committed parts in {shard_dir} are intact, and a "
+                                      "rerun resumes from them") from err
+            log_event(shard_dir, attempt, "finished", committed=sink.committed)
+            return engine.describe()
+        finally:
+            watchdog.close()
+            engine.close()
 
 
 def done_record(layout: Layout, shard: int) -> dict:
