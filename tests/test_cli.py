@@ -12,7 +12,7 @@ from shardgen import tables
 from shardgen.attempts import start_attempt
 from shardgen.cli import main
 from shardgen.generate import generate_shard
-from shardgen.layout import Layout
+from shardgen.layout import Layout, telemetry_path
 from shardgen.parts import PartWriter
 from shardgen.status import status
 
@@ -27,8 +27,8 @@ def test_status_query_and_reset(make_config, write_jsonl, capsys):
 
     assert main(["--results", results, "status"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].split() == ["shard", "prompts", "committed", "done", "rate_per_s", "eta_s", "out_tok_per_s",
-                                "running", "lost_parts"]
+    assert lines[0].split() == ["shard", "prompts", "committed", "done", "state", "rate_per_s", "eta_s", "out_tok_per_s",
+                                "running", "lost_parts", "silent_s"]
     assert [line.split()[:4] for line in lines[2:-1]] == [["0", "3", "3", "True"], ["1", "3", "3", "True"]]
     assert lines[-1].startswith("run: 100.0% of the output tokens committed") and "ETA 0 s" in lines[-1]
 
@@ -60,6 +60,9 @@ def test_status_shows_live_tokens_per_second_from_the_newest_telemetry(tmp_path,
     shard_dir = layout.shard_dir(0)
     start_attempt(shard_dir, {"mem_fraction_static": 0.9, "max_running_requests": None})
     now = datetime.now(timezone.utc)
+    entry = json.loads((shard_dir / "attempts.jsonl").read_text())  # started a minute before its telemetry
+    entry["started_at"] = (now - timedelta(seconds=60)).isoformat()
+    (shard_dir / "attempts.jsonl").write_text(json.dumps(entry) + "\n")
     rows = [{"prompt_id": f"p{i}", "gen_key": f"k{i}", "shard": 0, "attempt": 1, "completion": "x",
              "output_ids": [1] * 50, "finish_reason": "length", "prompt_tokens": 5, "completion_tokens": 50,
              "cached_tokens": 0, "latency_s": 1.0, "submitted_at": now, "finished_at": now, "gpu": "0", "error": None}
@@ -131,3 +134,42 @@ def test_ctrl_c_during_generate_is_one_line(make_config, write_jsonl, monkeypatc
     parts = len(list(layout.shard_dir(0).glob("part-*.parquet")))
     assert [r.getMessage() for r in caplog.records if r.levelname == "WARNING"] == \
         [f"shard 000 interrupted: {parts} parts kept, a rerun resumes"]
+
+
+def test_status_says_a_shard_is_down_when_its_process_is_gone(tmp_path, capsys):
+    import subprocess
+    import sys
+    import time
+
+    from shardgen import heartbeat
+
+    layout = Layout(tmp_path / "results")
+    layout.split_dir.mkdir(parents=True)
+    pq.write_table(pa.table({"prompt_id": [f"p{i}" for i in range(4)]}), layout.split(0))
+    shard_dir = layout.shard_dir(0)
+    start_attempt(shard_dir, {"mem_fraction_static": 0.9, "max_running_requests": None})
+    now = datetime.now(timezone.utc)
+    row = dict.fromkeys(tables.TELEMETRY.names)
+    pq.write_table(pa.Table.from_pylist([{**row, "ts": now, "kind": "decode", "running": 256, "gen_throughput": 7485.0}],
+                                        schema=tables.TELEMETRY), telemetry_path(shard_dir, 0))
+    code = ("import sys, time; from pathlib import Path; from shardgen import heartbeat\n"
+            "with heartbeat.beating(Path(sys.argv[1]), 1): time.sleep(60)")
+    child = subprocess.Popen([sys.executable, "-c", code, str(shard_dir)])
+    try:
+        deadline = time.time() + 30
+        while not (shard_dir / heartbeat.NAME).exists() and time.time() < deadline:
+            time.sleep(0.1)
+        live = status(layout)[0]
+        assert (live["state"], live["running"]) == ("starting", 256)  # alive, its engine not started yet
+    finally:
+        child.kill()
+        child.wait()  # SIGKILL, as SGLang's tree kill: the heartbeat file stays, its process is gone
+    down = status(layout)[0]
+    assert down["state"] == "down:killed"
+    assert (down["running"], down["out_tok_per_s"], down["rate_per_s"]) == (None, None, None)
+    assert main(["--results", str(layout.root), "status"]) == 0
+    assert "DOWN: shard 0 (killed, silent" in capsys.readouterr().out.splitlines()[-1]
+
+    beat = json.loads((shard_dir / heartbeat.NAME).read_text())
+    (shard_dir / heartbeat.NAME).write_text(json.dumps({**beat, "host": "other-node", "at": time.time() - 31}))
+    assert status(layout)[0]["state"] == "down:killed"  # another host: a stale heartbeat is all it takes

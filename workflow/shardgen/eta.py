@@ -97,15 +97,23 @@ def annotate(layout, rows: list[dict], now: float | None = None) -> dict:
         shard = shard_eta(layout.shard_dir(row["shard"]), row["prompts"], now)
         if row["done"]:
             shard.update(remaining_tokens=0, eta_s=0, tok_per_s=0.0)
-        row["eta_s"] = shard["eta_s"]
+        down = row.get("state", "").startswith("down")
+        if down:  # nothing runs now; the run's ETA still counts it, at its last rate, as if restarted
+            shard["tok_per_s"] = 0.0
+        row["eta_s"] = None if down else shard["eta_s"]
         shards.append(shard)
-    return run_eta(shards)
+    run = run_eta(shards)
+    run["down"] = [f"shard {r['shard']} ({r['state'][5:]}, silent {r['silent_s']} s)" for r in rows
+                   if r.get("state", "").startswith("down")]
+    return run
 
 
 def render(run: dict) -> str:
+    down = (f"; DOWN: {', '.join(run['down'])}: its share of the ETA assumes it is restarted (Snakemake retries, "
+            "or a rerun)") if run.get("down") else ""
     if run["eta_s"] is None:
-        return "run: no ETA yet (a rate needs two commits of one attempt)"
+        return "run: no ETA yet (a rate needs two commits of one attempt)" + down
     share = f"{run['output_tokens_share']:.1%} of the output tokens committed" if run["output_tokens_share"] else ""
     hours = run["eta_s"] / 3600
     return (f"run: {share}, {run['output_tok_per_s']} output tok/s now, ETA {run['eta_s']} s ({hours:.1f} h) "
-            "(rate since each attempt's engine start; see README: ETA)")
+            "(rate since each attempt's engine start; see README: ETA)" + down)

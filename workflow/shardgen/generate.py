@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from shardgen import ShardgenError, db, gpu_lease
+from shardgen import ShardgenError, db, gpu_lease, heartbeat
 from shardgen.atomic import committed, write_text
 from shardgen.attempts import log_event, read_attempts, start_attempt
 from shardgen.config import Config
@@ -45,20 +45,21 @@ def _run(config: Config, layout: Layout, shard: int, todo: list[dict], gpu: str)
     if deaths:
         log.warning("shard %d attempt %d restarts after %s; engine settings now %s", shard, attempt,
                     [d["cause"] for d in deaths], engine_cfg)
-    config = config.with_engine(engine_cfg)
-    with open_engine(config, model, shard_dir, device="cpu" if gpu == "cpu" else "cuda", attempt=attempt) as engine:
-        log_event(shard_dir, attempt, "engine_started", max_running_requests=engine.max_running_requests)
-        log.info("shard %d attempt %d: %d prompts to generate, window %d", shard, attempt, len(todo),
-                 window(config, engine))
-        try:
-            committed = run_prompts(engine, todo, shard_dir, config, shard=shard, attempt=attempt, gpu=gpu,
-                                    desc=f"shard {shard_id(shard)}")
-        except OSError as err:
-            raise CommitError(f"shard {shard}: committing a part failed ({err}); the "
-                              f"{len(part_files(shard_dir))} committed parts in {shard_dir} are intact, and a "
-                              "rerun resumes from them") from err
-        log_event(shard_dir, attempt, "finished", committed=committed)
-        return engine.describe()
+    with heartbeat.beating(shard_dir, attempt):  # from here on `status` can tell a live attempt from a dead one
+        config = config.with_engine(engine_cfg)
+        with open_engine(config, model, shard_dir, device="cpu" if gpu == "cpu" else "cuda", attempt=attempt) as engine:
+            log_event(shard_dir, attempt, "engine_started", max_running_requests=engine.max_running_requests)
+            log.info("shard %d attempt %d: %d prompts to generate, window %d", shard, attempt, len(todo),
+                     window(config, engine))
+            try:
+                committed = run_prompts(engine, todo, shard_dir, config, shard=shard, attempt=attempt, gpu=gpu,
+                                        desc=f"shard {shard_id(shard)}")
+            except OSError as err:
+                raise CommitError(f"shard {shard}: committing a part failed ({err}); the "
+                                  f"{len(part_files(shard_dir))} committed parts in {shard_dir} are intact, and a "
+                                  "rerun resumes from them") from err
+            log_event(shard_dir, attempt, "finished", committed=committed)
+            return engine.describe()
 
 
 def done_record(layout: Layout, shard: int) -> dict:

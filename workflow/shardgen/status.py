@@ -1,6 +1,8 @@
 """`shardgen status`: progress of every shard from split metadata and the parts on disk (the parts index, checked
-against them, with lost parts named), rate and ETA, and the current output tokens/s and running requests from the
-newest telemetry part (SGLang; without telemetry, the attempt's average tokens/s from its parts)."""
+against them, with lost parts named), its state (waiting, starting, generating, down:CAUSE, done: from the
+attempt's heartbeat; silent_s = seconds since its last sign of life), rate and ETA, and the current output
+tokens/s and running requests from the newest telemetry part (SGLang; without telemetry, the attempt's average tokens/s from its parts). A shard that is down shows no rate,
+tokens/s or running count: those describe a process that is gone."""
 
 import json
 from contextlib import suppress
@@ -10,6 +12,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from shardgen import heartbeat
 from shardgen.attempts import read_attempts
 from shardgen.layout import PARTS_INDEX, Layout, part_files, telemetry_files
 
@@ -59,13 +62,14 @@ def _committed(shard_dir: Path) -> tuple[int, dict, dict, list[str]]:
     return sum(rows_by.values()), rows_by, tokens_by, lost
 
 
-def _live(shard_dir: Path, now: datetime) -> dict:
-    """Mean decode tok/s and the last running count in the newest telemetry part, if it is recent."""
+def _live(shard_dir: Path, now: datetime, since: datetime) -> dict:
+    """Mean decode tok/s and the last running count in the newest telemetry part, if it is recent and written by
+    the current attempt (not before `since`, its start)."""
     newest = max(telemetry_files(shard_dir), default=None)
     if newest is None:
         return {}
     rows = [r for r in pq.read_table(newest, columns=["ts", "kind", "running", "gen_throughput"]).to_pylist()
-            if r["kind"] == "decode"]
+            if r["kind"] == "decode" and r["ts"] >= since]
     if not rows or (now - rows[-1]["ts"]).total_seconds() > LIVE_SECONDS:
         return {}
     return {"out_tok_per_s": round(sum(r["gen_throughput"] for r in rows) / len(rows)), "running": rows[-1]["running"]}
@@ -74,18 +78,28 @@ def _live(shard_dir: Path, now: datetime) -> dict:
 def shard_status(layout: Layout, shard: int, now: datetime) -> dict:
     prompts = pq.read_metadata(layout.split(shard)).num_rows
     committed, by_attempt, tokens, lost = _committed(layout.shard_dir(shard))
-    row = {"shard": shard, "prompts": prompts, "committed": committed, "done": layout.done(shard).exists(),
-           "rate_per_s": None, "eta_s": None, "out_tok_per_s": None, "running": None,
-           "lost_parts": "; ".join(lost) or None}
-    if not row["done"] and (attempts := read_attempts(layout.shard_dir(shard))):
-        last = attempts[-1]
-        elapsed = (now - datetime.fromisoformat(last["started_at"])).total_seconds()
-        rows_now = by_attempt.get(last["attempt"], 0)
-        if elapsed > 0 and rows_now:
-            row["rate_per_s"] = round(rows_now / elapsed, 3)
-            row["eta_s"] = round(max(0, prompts - committed) / row["rate_per_s"])
-            row["out_tok_per_s"] = round(tokens.get(last["attempt"], 0) / elapsed)
-        row.update(_live(layout.shard_dir(shard), now))
+    done = layout.done(shard).exists()
+    row = {"shard": shard, "prompts": prompts, "committed": committed, "done": done,
+           "state": "done" if done else "waiting", "rate_per_s": None, "eta_s": None, "out_tok_per_s": None,
+           "running": None, "lost_parts": "; ".join(lost) or None, "silent_s": None}
+    attempts = [] if done else read_attempts(layout.shard_dir(shard))
+    if not attempts:
+        return row
+    last = attempts[-1]
+    started = datetime.fromisoformat(last["started_at"])
+    is_alive, last_sign = heartbeat.alive(layout.shard_dir(shard), last, now.timestamp())
+    row["silent_s"] = round(now.timestamp() - (last_sign or started.timestamp()))
+    if not is_alive:
+        row["state"] = f"down:{last.get('cause') or 'killed'}"
+        return row
+    row["state"] = "generating" if "engine_started_at" in last else "starting"
+    elapsed = (now - started).total_seconds()
+    rows_now = by_attempt.get(last["attempt"], 0)
+    if elapsed > 0 and rows_now:
+        row["rate_per_s"] = round(rows_now / elapsed, 3)
+        row["eta_s"] = round(max(0, prompts - committed) / row["rate_per_s"])
+        row["out_tok_per_s"] = round(tokens.get(last["attempt"], 0) / elapsed)
+    row.update(_live(layout.shard_dir(shard), now, started))
     return row
 
 
