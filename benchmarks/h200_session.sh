@@ -13,7 +13,7 @@ case "$1" in
   setup)
     mkdir -p /root/bin "$W"
     printf '#!/bin/sh\nexec python3 -m shardgen.cli "$@"\n' > /root/bin/shardgen && chmod +x /root/bin/shardgen
-    python3 ../.gpu/kit/make_model.py /root/model --only nh8b > /dev/null
+    python3 .gpu/kit/make_model.py /root/model --only nh8b > /dev/null
     python3 benchmarks/variable_length.py make --out $W/w --model /root/model/nh8b
     nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader ;;
   starts|cold)  # cold: the cold start alone, to warm the cache on a fresh machine

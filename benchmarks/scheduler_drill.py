@@ -5,7 +5,7 @@
 Derives its own config from the benchmark's (variable_length.py make): results in a folder of its own, at most
 --limit rows per source, --max-new tokens each, a part every 64 records, the same engine and cache_dir. Runs `snakemake --cores N --resources gpu=1` on the config (its profile's `retries` restart the shard), waits
 until the shard has committed parts, SIGKILLs the process whose command line holds --match (SGLang names its
-scheduler `sglang::scheduler...`), samples `shardgen status` every --every seconds until the workflow ends, then
+scheduler `sglang::scheduler...`), samples `shardgen status` (each shard's state: generating, down:CAUSE, ...) every --every seconds until the workflow ends, then
 counts the dataset's rows and distinct prompt_ids against the prompts, and the attempts the shard logged.
 """
 
@@ -15,12 +15,12 @@ import os
 import signal
 import subprocess
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import duckdb
 import yaml
-
+from shardgen import eta
 from shardgen.attempts import read_attempts
 from shardgen.config import Config
 from shardgen.layout import Layout
@@ -55,10 +55,13 @@ def find_pids(root: int, match: str) -> list[int]:
 
 
 def sample(layout: Layout, t0: float, label: str) -> dict:
+    """What `shardgen status` shows now: each shard's state and figures, and the run's ETA line."""
     rows = status(layout) if layout.split_dir.exists() else []
-    return {"t_s": round(time.monotonic() - t0, 1), "phase": label,
-            "shards": [{k: r[k] for k in ("committed", "prompts", "done", "rate_per_s", "eta_s", "running",
-                                          "out_tok_per_s")} for r in rows]}
+    run = eta.annotate(layout, rows) if rows else {}
+    return {"t_s": round(time.monotonic() - t0, 1), "phase": label, "run_eta_s": run.get("eta_s"),
+            "down": run.get("down"),
+            "shards": [{k: r.get(k) for k in ("state", "silent_s", "committed", "prompts", "done", "rate_per_s",
+                                              "eta_s", "running", "out_tok_per_s")} for r in rows]}
 
 
 def derive(config_path: Path, limit: int, max_new: int) -> Path:
@@ -95,7 +98,7 @@ def drill(config_path: Path, cores: int, match: str, every: float, log: Path) ->
     parts_rows, parts_distinct = con.execute(
         f"SELECT count(*), count(DISTINCT prompt_id) FROM read_parquet('{layout.parts_glob}')").fetchall()[0]
     prompts = con.execute(f"SELECT count(*) FROM read_parquet('{layout.prompts}')").fetchall()[0][0]
-    return {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "workflow_rc": workflow.returncode,
+    return {"date": datetime.now(UTC).isoformat(timespec="seconds"), "workflow_rc": workflow.returncode,
             "wall_s": round(time.monotonic() - t0, 1), "killed": killed, "prompts": prompts,
             "dataset_rows": rows, "dataset_distinct_prompt_ids": distinct, "parts_rows": parts_rows,
             "parts_distinct_prompt_ids": parts_distinct, "attempts": read_attempts(layout.shard_dir(0)),
