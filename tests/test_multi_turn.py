@@ -83,6 +83,10 @@ def test_each_turn_regenerates_on_its_own_answers_and_accounts_every_turn(multi)
         by_conv.setdefault(row["conversation_id"], []).append(row)
     prompts = {r["conversation_id"]: r for r in pq.read_table(layout.prompts).to_pylist()}
     assert sorted(len(v) for v in by_conv.values()) == [1, 2, 2, 5]
+    for source in prompts.values():  # the split's cost: every turn's prompt estimate plus its max_new_tokens
+        one = source["prompt_tokens"] + source["max_new_tokens"]
+        n = len(source["turns"])
+        assert source["work_tokens"] == one if n == 1 else source["work_tokens"] > n * one
     for cid, rows in by_conv.items():
         assert [r["turn"] for r in rows] == list(range(1, len(rows) + 1))
         source = prompts[cid]
@@ -155,3 +159,42 @@ def test_kill_in_the_middle_of_conversations_then_resume(multi, fault):
     assert Counter(Counter(r["conversation_id"] for r in finished).values()) == Counter({1: 1, 2: 2, 5: 1})
     assert {r["gen_key"] for r in done_before} <= {r["gen_key"] for r in finished}
     assert sum(r["finish_reason"] == "context_exhausted" for r in rows) == 1
+
+
+def test_the_next_turn_is_submitted_as_soon_as_its_previous_turn_completes(tmp_path):
+    """A fake engine (test only) that answers in order: with a window of 2, conversation A's turn 2 goes before C's
+    turn 1, so no round waits for the other conversations' earlier turns."""
+    import asyncio
+
+    from shardgen.driver import PartSink, drive
+    from shardgen.engines import Result
+    from shardgen.parts import PartWriter
+    from shardgen.turns import first_request, next_request
+
+    order = []
+
+    class Engine:
+        async def generate(self, request):
+            order.append(request.rid.rsplit("-a", 1)[0])
+            await asyncio.sleep(0.01)
+            return Result([7, 8], "ans", "stop", len(request.prompt_ids))
+
+    def row(name, turns):
+        return first_request({"prompt_id": name, "gen_key": name, "conversation_id": name, "prompt_ids": [1, 2],
+                              "messages": [{"role": "user", "content": "u1"}], "turns": turns, "max_new_tokens": 2,
+                              "temperature": 0.0, "top_p": 1.0, "top_k": -1, "sampling_extra": "{}"})
+
+    def follow(prompt, _row):
+        nxt = next_request(prompt, "ans", [7, 8], lambda messages, kw: [1] * (2 * len(messages)))
+        return (None, None) if nxt is None else ({**nxt, "gen_key": f"{prompt['conversation_id']}{nxt['turn']}"}, None)
+
+    class Bar:
+        def update(self, n):
+            pass
+
+    sink = PartSink(PartWriter(tmp_path / "shard-000"), 100, 30.0)
+    prompts = [row("A", ["u1", "u2"]), row("B", ["u1", "u2"]), row("C", ["u1", "u2"])]
+    asyncio.run(drive(Engine(), prompts, window=2, sink=sink, shard=0, attempt=1, gpu="cpu", progress=Bar(),
+                      follow=follow))
+    assert order.index("A2") < order.index("C") and order.index("B2") < order.index("C")
+    assert len(order) == 6 and sink.committed == 6
