@@ -76,6 +76,7 @@ def check_dataset(config: Config, dataset: Path, generated: int) -> int:
     else:
         firsts = rows
     if firsts != generated:
-        raise StaleError(f"{dataset} has {firsts} first turns but the parts hold {generated} generated prompts of the "
-                         "current prompt set: it is older than the parts; rerun snakemake (merge rebuilds it)")
+        raise StaleError(f"{dataset} has {rows} rows but the parts hold {generated} generated prompts of the current "
+                         f"prompt set ({firsts} of its rows are first turns): it is older than the parts; rerun "
+                         "snakemake (merge rebuilds it)")
     return rows
