@@ -13,7 +13,8 @@ def part_row(i, **kw):
     row = {"prompt_id": f"p{i}", "gen_key": f"g{i}", "shard": 0, "attempt": 1, "completion": f"text {i} ünïcode",
            "output_ids": list(range(i)), "finish_reason": "stop", "prompt_tokens": 10 + i, "completion_tokens": i,
            "cached_tokens": 0, "latency_s": 0.5 * i, "submitted_at": T0, "finished_at": T0 + timedelta(seconds=i),
-           "gpu": "0", "error": None}
+           "gpu": "0", "error": None, "conversation_id": f"p{i}", "turn": 1, "base_key": f"g{i}", "messages": None,
+           "prompt_ids": None}
     return {**row, **kw}
 
 

@@ -36,8 +36,9 @@ def key_table() -> str:
 
 
 def formats_text() -> str:
-    return "Formats: " + "; ".join(f"`{name}` = {fmt.about}" for name, fmt in FORMATS.items()) + \
-        ". The original answer is kept as `reference`; later turns are counted as `dropped_turns`."
+    return "Formats: " + "; ".join(f"`{name}` = {fmt.about}" for name, fmt in FORMATS.items()) + (
+        ". The original answer is kept as `reference`; with `multi_turn: first` later turns are counted as "
+        "`dropped_turns`, with `each_turn` every one is regenerated (see Multi-turn).")
 
 
 if __name__ == "__main__":

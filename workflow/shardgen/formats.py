@@ -18,6 +18,8 @@ class Conversation:
     messages: list[dict]
     reference: str | None
     dropped_turns: int
+    turns: list[str] | None = None  # each_turn: the user text opening each turn (turn 1's is in messages)
+    references: list[str | None] | None = None  # the original answer to each turn
 
 
 def _text(row: dict, field: str, column: str, required: bool = True) -> str | None:
@@ -76,9 +78,19 @@ class Format:
 
 
 # Every input format, defined here only: the schema's enum and the README are checked against it.
+def _sharegpt(row: dict, fields: dict) -> list[dict]:
+    """ShareGPT turns; a top-level `system` string (FastChat's dummy_conversation_with_system.json) is the system
+    turn unless the conversation has one of its own (`{"from": "system"}`)."""
+    turns = _turns(row, fields.get("conversations", "conversations"), "from", "value")
+    system = _text(row, "system", fields.get("system", "system"), required=False)
+    if system and not any(t["role"] == "system" for t in turns):
+        turns = [{"role": "system", "content": system}] + turns
+    return turns
+
+
 FORMATS = {
-    "sharegpt": Format(lambda row, f: _turns(row, f.get("conversations", "conversations"), "from", "value"),
-                       ("conversations",), "`conversations: [{from: human|gpt|system, value}]`"),
+    "sharegpt": Format(_sharegpt, ("conversations",),
+                       "`conversations: [{from: human|gpt|system, value}]`, optional top-level `system`"),
     "query_response": Format(lambda row, f: _pair(row, f, "query", ("response", "answer")), ("query",),
                              "`query` + `response` (MetaMathQA) or `answer` (CodeFeedback)"),
     "question_answer": Format(lambda row, f: _pair(row, f, "question", ("answer",)), ("question",),
@@ -106,8 +118,28 @@ def _check_text(text: str, where: str) -> None:
         raise RowError("invalid_text", f"{where} is not valid UTF-8 ({err.reason})") from None
 
 
-def conversation(row, fmt: str, fields: dict, system_prompt: str | None) -> tuple[Conversation, bool]:
-    """The prompt is the conversation up to the first assistant turn; returns it and whether its own system turn was replaced."""
+def _later_turns(rest: list[dict]) -> tuple[list[str], list[str | None]]:
+    """each_turn: after the first prompt, the conversation must alternate assistant, user, assistant, ...; a
+    trailing user turn is a turn with no reference."""
+    users, references, expected = [], [None], "assistant"
+    for i, turn in enumerate(rest):
+        if turn["role"] != expected:
+            raise RowError("not_alternating", f"message {i} after the first answer is {turn['role']!r}, expected "
+                           f"{expected!r} (each_turn needs user and assistant turns to alternate)")
+        if expected == "assistant":
+            references[-1], expected = turn["content"], "user"
+        else:
+            _check_text(turn["content"], f"user turn {len(users) + 2}")
+            users.append(turn["content"])
+            references.append(None)
+            expected = "assistant"
+    return users, references
+
+
+def conversation(row, fmt: str, fields: dict, system_prompt: str | None,
+                 multi_turn: str = "first") -> tuple[Conversation, bool]:
+    """The prompt is the conversation up to the first assistant turn; returns it and whether its own system turn
+    was replaced. each_turn: also every later user turn and every original answer."""
     if not isinstance(row, dict):
         raise RowError("not_object", f"row is {type(row).__name__}, expected an object")
     turns = turns_of(row, fmt, fields)
@@ -123,5 +155,8 @@ def conversation(row, fmt: str, fields: dict, system_prompt: str | None) -> tupl
         raise RowError("no_user_turn", "the conversation has no user turn before the first assistant turn")
     if not any(t["content"].strip() for t in users):
         raise RowError("empty_prompt", "every user turn is empty or whitespace")
+    if multi_turn == "each_turn":
+        later, references = _later_turns(rest)
+        return Conversation(prompt, references[0], 0, [users[-1]["content"]] + later, references), replaced
     reference = rest[0]["content"] if rest else None
-    return Conversation(prompt, reference, max(0, len(rest) - 1)), replaced
+    return Conversation(prompt, reference, max(0, len(rest) - 1), [users[-1]["content"]], [reference]), replaced

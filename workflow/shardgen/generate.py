@@ -5,9 +5,10 @@ import json
 import logging
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 
-from shardgen import ShardgenError, db, gpu_lease, heartbeat
+from shardgen import ShardgenError, db, gpu_lease, heartbeat, turns
 from shardgen.atomic import committed, write_text
 from shardgen.attempts import log_event, read_attempts, start_attempt
 from shardgen.config import Config
@@ -21,25 +22,43 @@ class CommitError(ShardgenError, RuntimeError):
     """A part could not be written (disk full, I/O error): the job stops, committed parts stay as they are."""
 
 
-def _todo(layout: Layout, shard: int, retry_limit: int | None) -> tuple[int, list[dict]]:
+def _todo(layout: Layout, shard: int, retry_limit: int | None, encode) -> tuple[int, list[dict]]:
     """A normal run generates the prompts with no committed row; a retry (retry_limit set) only the failed ones
-    that have failed fewer than retry_limit times."""
+    that have failed fewer than retry_limit times. A multi-turn conversation resumes at its first uncommitted
+    turn (turns.resume_points), under the same rule for that turn's key; after a retried turn its conversation
+    goes on."""
     table = pq.read_table(layout.split(shard))
     finished, aborts = committed_outcomes(layout.parts_glob)
-    if retry_limit is None:
-        wanted = [k not in finished and k not in aborts for k in table["gen_key"].to_pylist()]
-    else:
-        wanted = [0 < aborts.get(k, 0) < retry_limit for k in table["gen_key"].to_pylist()]
-    keep = [i for i, want in enumerate(wanted) if want]
-    return table.num_rows, table.take(keep).to_pylist() if keep else []
+
+    def wanted(key: str, turn: int) -> bool:
+        if retry_limit is None:
+            return key not in finished and key not in aborts
+        return 0 < aborts.get(key, 0) < retry_limit or (turn > 1 and key not in finished and key not in aborts)
+
+    multi = [len(t) > 1 for t in table["turns"].to_pylist()]
+    single = [i for i, (m, k) in enumerate(zip(multi, table["gen_key"].to_pylist())) if not m and wanted(k, 1)]
+    todo = [turns.first_request(row) for row in table.take(single).to_pylist()] if single else []
+    if any(multi):
+        rows = table.filter(pa.array(multi)).to_pylist()
+        done = turns.committed_turns(layout.parts_glob, {r["conversation_id"] for r in rows})
+        todo += [r for r in turns.resume_points(rows, done, encode) if wanted(r["gen_key"], r["turn"])]
+    return table.num_rows, todo
 
 
-def _run(config: Config, layout: Layout, shard: int, todo: list[dict], gpu: str) -> dict:
+def _follow(config: Config, encode):
+    """The next turn of a conversation once a turn completes; a turn that does not fit the context ends it."""
+    def follow(prompt: dict, row: dict):
+        request = turns.next_request(prompt, row["completion"], row["output_ids"], encode)
+        if request is None:
+            return None, None
+        return request, turns.exhausted(request, config.model.context_length)
+    return follow
+
+
+def _run(config: Config, layout: Layout, shard: int, todo: list[dict], gpu: str, model) -> dict:
     from shardgen.driver import run_prompts, window
     from shardgen.engines.session import open_engine
-    from shardgen.model import ModelInfo
 
-    model = ModelInfo.from_config(config.model)
     shard_dir = layout.shard_dir(shard)
     attempt, engine_cfg, deaths = start_attempt(shard_dir, config.engine.as_dict())
     if deaths:
@@ -53,7 +72,8 @@ def _run(config: Config, layout: Layout, shard: int, todo: list[dict], gpu: str)
                      window(config, engine))
             try:
                 committed = run_prompts(engine, todo, shard_dir, config, shard=shard, attempt=attempt, gpu=gpu,
-                                        desc=f"shard {shard_id(shard)}")
+                                        desc=f"shard {shard_id(shard)}", follow=_follow(config, model.encode),
+                                        total=sum(len(p["turns"]) - p["turn"] + 1 for p in todo))
             except OSError as err:
                 raise CommitError(f"shard {shard}: committing a part failed ({err}); the "
                                   f"{len(part_files(shard_dir))} committed parts in {shard_dir} are intact, and a "
@@ -78,10 +98,13 @@ def generate_shard(config: Config, shard: int, done_path: Path, retry_limit: int
     layout = Layout(config.results)
     with shard_lock(layout.shard_dir(shard)):
         gpu = gpu_lease.lease_for(config)  # before torch is imported: it sets CUDA_VISIBLE_DEVICES
-        total, todo = _todo(layout, shard, retry_limit)
+        from shardgen.model import ModelInfo
+
+        model = ModelInfo.from_config(config.model)
+        total, todo = _todo(layout, shard, retry_limit, model.encode)
         log.info("shard %d: %d prompts, %d to %s", shard, total, len(todo),
                  "generate" if retry_limit is None else "retry")
-        engine_args = _run(config, layout, shard, todo, gpu) if todo else None
+        engine_args = _run(config, layout, shard, todo, gpu, model) if todo else None
     record = {**done_record(layout, shard), "engine": engine_args, "gpu": gpu,
               "attempts": read_attempts(layout.shard_dir(shard))}
     if record["generated"] + record["failed"] != record["prompts"]:

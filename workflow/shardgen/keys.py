@@ -23,6 +23,21 @@ def prompt_id(messages: list[dict]) -> str:
     return _sha256_json(canonical_messages(messages))
 
 
+def conversation_prompt_id(messages: list[dict], later_turns: list[str]) -> str:
+    """prompt_id of a conversation regenerated turn by turn: turn 1's messages then each later user turn (after a
+    marker), so a one-turn conversation has the prompt_id of the same single-turn prompt."""
+    return prompt_id(messages + [m for user in later_turns
+                                 for m in ({"role": "next_turn", "content": ""}, {"role": "user", "content": user})])
+
+
+def turn_key(previous_key: str, previous_output_ids: list[int]) -> str:
+    """gen_key of turn t >= 2: the previous turn's gen_key (which covers the conversation, model, template and
+    sampling) and the exact token ids that turn generated (its answer is in turn t's history)."""
+    digest = hashlib.sha256(previous_key.encode("ascii") + b":")
+    digest.update(_json(list(previous_output_ids)).encode("ascii"))
+    return digest.hexdigest()
+
+
 def gen_key(prompt_id: str, model_fingerprint: dict, sampling: dict) -> str:
     """Changes with the prompt, the model/tokenizer/template hashes or any sampling parameter."""
     return _sha256_json({"prompt_id": prompt_id, "model": model_fingerprint, "sampling": sampling})

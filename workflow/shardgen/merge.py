@@ -58,7 +58,11 @@ def _merge(layout: Layout, dataset: Path, train: Path, failed: Path, memory_limi
     _copy(con, db.sql("train_export"), train, "json")
     _copy(con, db.sql("failed"), failed, "parquet")
     db.define_views(con, "accounting")
-    unbalanced = [r for r in db.query(con, "accounting") if not (r["read_balances"] and r["accepted_balances"])]
+    unbalanced = [r for r in db.query(con, "accounting") if not (r["read_balances"] and r["accepted_balances"]
+                                                                     and r["turns_balance"])]
     if unbalanced:
         raise AccountingError(f"accounting does not balance for: {unbalanced}")
-    return {"rows": con.execute("SELECT count(*) FROM dataset").fetchall()[0][0]}
+    rows = con.execute("SELECT count(*) FROM dataset").fetchall()[0][0]
+    if rows != (turns := con.execute("SELECT coalesce(sum(generated_turns), 0) FROM outcomes").fetchall()[0][0]):
+        raise AccountingError(f"the dataset has {rows} rows but {turns} turns were generated")
+    return {"rows": rows}

@@ -26,6 +26,9 @@ from shardgen.layout import (
 log = logging.getLogger(__name__)
 
 
+FINAL_REASONS = ("stop", "length", "context_exhausted")
+
+
 class ShardBusy(ShardgenError, RuntimeError):
     pass
 
@@ -61,8 +64,9 @@ def quarantine(path: Path, reason: str) -> Path:
 
 
 def committed_outcomes(parts_glob: str) -> tuple[set[str], dict[str, int]]:
-    """gen_keys with a finished generation (stop or length) in any shard's parts, and how many times each other
-    gen_key was aborted. Each part's footer and columns are read; a damaged part is quarantined."""
+    """gen_keys with a finished generation (stop or length) or a recorded end (context_exhausted: a turn that
+    does not fit, never retried) in any shard's parts, and how many times each other gen_key was aborted. Each
+    part's footer and columns are read; a damaged part is quarantined."""
     finished: set[str] = set()
     aborts: dict[str, int] = {}
     for path in map(Path, sorted(glob.glob(parts_glob))):
@@ -72,7 +76,7 @@ def committed_outcomes(parts_glob: str) -> tuple[set[str], dict[str, int]]:
             quarantine(path, f"{type(err).__name__}: {err}")
             continue
         for key, reason in zip(table["gen_key"].to_pylist(), table["finish_reason"].to_pylist()):
-            if reason in ("stop", "length"):
+            if reason in FINAL_REASONS:
                 finished.add(key)
             else:
                 aborts[key] = aborts.get(key, 0) + 1

@@ -9,7 +9,7 @@ from shardgen import ShardgenError, tables
 from shardgen.config import Config
 from shardgen.config_sections import SourceConfig
 from shardgen.formats import RowError, conversation
-from shardgen.keys import gen_key_of, prompt_id
+from shardgen.keys import conversation_prompt_id, gen_key_of
 from shardgen.model import ModelInfo
 from shardgen.sources import Chunk
 
@@ -55,7 +55,8 @@ class ChunkProcessor:
             try:
                 if isinstance(row, RowError):
                     raise row
-                conv, replaced = conversation(row, plan.source.format, plan.source.fields, plan.source.system_prompt)
+                conv, replaced = conversation(row, plan.source.format, plan.source.fields, plan.source.system_prompt,
+                                              plan.source.multi_turn)
             except RowError as err:
                 result.rejected.append((source_row, err.reason, err.detail))
                 continue
@@ -66,20 +67,39 @@ class ChunkProcessor:
             convs.append(conv)
         messages = [c.messages for c in convs]
         ids = self._encode(plan, rows, messages)
-        pids = [prompt_id(m) for m in messages]
+        pids = [conversation_prompt_id(c.messages, c.turns[1:]) for c in convs]
         result.keys = [bytes.fromhex(p[:32]) for p in pids]
         lengths = [len(i) for i in ids]
         result.too_long = {i: f"{n} prompt tokens + max_new_tokens {plan.sampling['max_new_tokens']} > "
                               f"context_length {plan.context_length}" for i, n in enumerate(lengths) if n > plan.budget}
         n, sampling = len(rows), plan.sampling
+        work = self._work_tokens(plan, convs, lengths)
         result.candidates = pa.record_batch({
             "prompt_id": pids, "gen_key": [plan.gen_key(p) for p in pids], "source": [plan.name] * n,
             "source_row": rows, "messages": messages, "prompt_ids": ids, "prompt_tokens": lengths,
             "max_new_tokens": [sampling["max_new_tokens"]] * n, "temperature": [sampling["temperature"]] * n,
             "top_p": [sampling["top_p"]] * n, "top_k": [sampling["top_k"]] * n, "sampling_extra": [plan.extra] * n,
             "reference": [c.reference for c in convs], "dropped_turns": [c.dropped_turns for c in convs],
+            "conversation_id": pids, "turns": [c.turns for c in convs], "references": [c.references for c in convs],
+            "work_tokens": work,
         }, schema=tables.PROMPTS)
         return result
+
+    def _work_tokens(self, plan: SourcePlan, convs: list, lengths: list[int]) -> list[int]:
+        """The whole conversation's expected tokens: turn t's prompt is estimated as turn 1's plus, per earlier
+        turn, a full answer (max_new_tokens) and the next user turn's tokens (its text alone, tokenized; the
+        template's few header tokens are left out); each turn adds max_new_tokens."""
+        new = plan.sampling["max_new_tokens"]
+        later = [u for c in convs for u in c.turns[1:]]
+        user_tokens = iter(map(len, self.model.chat.ids(later))) if later else iter(())
+        work = []
+        for conv, prompt in zip(convs, lengths):
+            total = prompt + new
+            for _ in conv.turns[1:]:
+                prompt += new + next(user_tokens)
+                total += prompt + new
+            work.append(total)
+        return work
 
     def _encode(self, plan: SourcePlan, rows: list[int], messages: list[list[dict]]) -> list[list[int]]:
         if not messages:

@@ -1,4 +1,5 @@
-"""Stage 2: deterministic, length-balanced shards (longest-processing-time-first over expected tokens), streamed:
+"""Stage 2: deterministic, length-balanced shards (longest-processing-time-first over expected tokens: a
+conversation's whole work, every turn, and a conversation is one row so it never spans shards), streamed:
 DuckDB sorts the prompts heaviest first within a memory limit (spilling to disk), and each batch of the sorted
 stream is placed and appended to its shard's file, so memory does not grow with the number of prompts."""
 
@@ -72,13 +73,13 @@ def split(prompts_path: Path, split_dir: Path, n_shards: int, memory_limit: str 
     balancer = Balancer(n_shards)
     try:
         reader = con.sql(f"SELECT * FROM read_parquet({db.quote(prompts_path)}) "
-                         "ORDER BY prompt_tokens + max_new_tokens DESC, prompt_id").to_arrow_reader(BATCH_ROWS)
+                         "ORDER BY work_tokens DESC, prompt_id").to_arrow_reader(BATCH_ROWS)
         with ExitStack() as stack:
             shards = [ShardWriter(stack, shard_file(split_dir, s)) for s in range(n_shards)]
             disk_full_point()
             for batch in reader:
                 batch = pa.Table.from_batches([batch]).cast(tables.PROMPTS)
-                costs = (batch["prompt_tokens"].to_numpy() + batch["max_new_tokens"].to_numpy()).astype(np.int64)
+                costs = batch["work_tokens"].to_numpy().astype(np.int64)
                 shard_of = balancer.place(costs)
                 for shard, writer in enumerate(shards):
                     writer.add(batch.filter(shard_of == shard))

@@ -11,6 +11,12 @@ PROMPTS = pa.schema([
     ("messages", MESSAGES), ("prompt_ids", TOKENS), ("prompt_tokens", pa.int32()), ("max_new_tokens", pa.int32()),
     ("temperature", pa.float64()), ("top_p", pa.float64()), ("top_k", pa.int32()),
     ("sampling_extra", pa.string()), ("reference", pa.string()), ("dropped_turns", pa.int32()),
+    # One row per conversation. `messages`/`prompt_ids` are turn 1's prompt; `turns[t-1]` is the user text that
+    # opens turn t (generate renders turn t >= 2 itself, over the regenerated answers), `references[t-1]` the
+    # source's original answer to turn t (null: none). A `first` source has one turn. conversation_id =
+    # prompt_id. work_tokens: the split's cost, sum over turns of (estimated prompt tokens + max_new_tokens).
+    ("conversation_id", pa.string()), ("turns", pa.list_(pa.string())), ("references", pa.list_(pa.string())),
+    ("work_tokens", pa.int64()),
 ])
 REJECTED = pa.schema([("source", pa.string()), ("source_row", pa.int64()), ("reason", pa.string()),
                       ("detail", pa.string())])
@@ -25,11 +31,22 @@ PART = pa.schema([
     ("prompt_tokens", pa.int32()), ("completion_tokens", pa.int32()), ("cached_tokens", pa.int32()),
     ("latency_s", pa.float64()), ("submitted_at", UTC), ("finished_at", UTC), ("gpu", pa.string()),
     ("error", pa.string()),
+    # One row per turn. base_key: the gen_key of the conversation's prompts row (the turn-1 key), so stale
+    # turns (another model, template or sampling) are never current. messages/prompt_ids: turn t's exact prompt
+    # for t >= 2 (null at turn 1: the prompts row has it). finish_reason may also be `context_exhausted` (the
+    # conversation ended before this turn: nothing generated; `error` says why).
+    ("conversation_id", pa.string()), ("turn", pa.int32()), ("base_key", pa.string()), ("messages", MESSAGES),
+    ("prompt_ids", TOKENS),
 ])
 DATASET = pa.schema([
     ("prompt_id", pa.string()), ("gen_key", pa.string()), ("source", pa.string()), ("messages", MESSAGES), ("prompt_ids", TOKENS),
     ("completion", pa.string()), ("output_ids", TOKENS), ("finish_reason", pa.string()),
     ("prompt_tokens", pa.int32()), ("completion_tokens", pa.int32()), ("reference", pa.string()),
+    # One row per generated turn (1-based; a `first` source has turn 1 only). messages: the exact list the
+    # row's prompt_ids were rendered from (system, user 1, regenerated assistant 1, ..., user t); reference: the
+    # source's original assistant turn t. prompt_id is the conversation's id (= conversation_id); gen_key is
+    # the turn's own key.
+    ("conversation_id", pa.string()), ("turn", pa.int32()),
 ])
 # SGLang's scheduler lines per interval (engines/telemetry.py parses them), plus our own "client" rows.
 TELEMETRY = pa.schema([

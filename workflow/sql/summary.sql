@@ -6,8 +6,7 @@
 --   parts_*: every committed row in the parts (stale, duplicate and aborted rows too): what the engines did.
 WITH made AS (
     SELECT r.shard, r.attempt, epoch(max(r.finished_at) - min(r.submitted_at)) AS wall_s
-    FROM winners w JOIN parts r ON r.filename = w.filename AND r.file_row_number = w.file_row_number
-    JOIN prompts p ON p.gen_key = w.gen_key
+    FROM turn_winners w JOIN parts r ON r.filename = w.filename AND r.file_row_number = w.file_row_number
     GROUP BY ALL
 ), dataset_wall AS (
     SELECT coalesce(max(wall_s), 0) AS wall_s FROM (SELECT shard, sum(wall_s) AS wall_s FROM made GROUP BY shard)
@@ -33,5 +32,5 @@ SELECT (SELECT sum(read) FROM accounting) AS prompts_read,
        (SELECT count(*) - count(DISTINCT gen_key) FROM parts WHERE finish_reason IN ('stop', 'length'))
            AS duplicate_commits,
        (SELECT count(*) FROM parts WHERE finish_reason IN ('stop', 'length')
-           AND gen_key NOT IN (SELECT gen_key FROM prompts)) AS stale_rows
+           AND base_key NOT IN (SELECT gen_key FROM prompts)) AS stale_rows
 FROM throughput t, dataset_totals d, dataset_wall dw

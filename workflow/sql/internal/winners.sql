@@ -1,5 +1,7 @@
 -- The earliest committed finished row of every gen_key (light columns only; heavy ones are joined once later),
--- and the outcome of every accepted prompt: generated, failed (only aborted rows) or missing.
+-- the current turns (turn_winners: winners whose base_key is a current prompts row; one per generated turn), and
+-- the outcome of every accepted prompt (a conversation): generated (complete, or ended by context_exhausted),
+-- failed (a turn has only aborted rows: it ended there with the engine's message) or missing.
 CREATE OR REPLACE TEMP TABLE winners AS
 SELECT gen_key, filename, file_row_number
 FROM (
@@ -10,13 +12,34 @@ FROM (
 )
 WHERE rank = 1;
 
+CREATE OR REPLACE TEMP TABLE turn_winners AS
+SELECT r.base_key, r.turn, w.gen_key, w.filename, w.file_row_number
+FROM winners w JOIN parts r ON r.filename = w.filename AND r.file_row_number = w.file_row_number
+WHERE r.base_key IN (SELECT gen_key FROM prompts);
+
 CREATE OR REPLACE TEMP TABLE outcomes AS
-SELECT p.prompt_id, p.gen_key, p.source,
-       CASE WHEN w.gen_key IS NOT NULL THEN 'generated'
-            WHEN f.gen_key IS NOT NULL THEN 'failed'
+WITH done AS (
+    SELECT base_key, count(*) AS generated_turns FROM turn_winners GROUP BY base_key
+), exhausted AS (
+    SELECT base_key, min(turn) AS turn, max(error) AS error FROM parts
+    WHERE finish_reason = 'context_exhausted' GROUP BY base_key
+), aborted AS (
+    SELECT base_key, min(turn) AS turn, max(error) AS error FROM parts
+    WHERE finish_reason = 'abort' AND gen_key NOT IN (SELECT gen_key FROM winners) GROUP BY base_key
+), ends AS (
+    SELECT p.prompt_id, p.gen_key, p.source, len(p.turns) AS turns, coalesce(d.generated_turns, 0) AS generated_turns,
+           CASE WHEN coalesce(d.generated_turns, 0) >= len(p.turns) THEN 'complete'
+                WHEN e.base_key IS NOT NULL THEN 'context_exhausted'
+                WHEN f.base_key IS NOT NULL THEN 'failed' END AS end_reason,
+           coalesce(f.error, e.error) AS error
+    FROM prompts p
+    LEFT JOIN done d ON d.base_key = p.gen_key
+    LEFT JOIN exhausted e ON e.base_key = p.gen_key
+    LEFT JOIN aborted f ON f.base_key = p.gen_key
+)
+SELECT prompt_id, gen_key, source,
+       CASE WHEN end_reason IN ('complete', 'context_exhausted') THEN 'generated'
+            WHEN end_reason = 'failed' THEN 'failed'
             ELSE 'missing' END AS outcome,
-       f.error
-FROM prompts p
-LEFT JOIN winners w USING (gen_key)
-LEFT JOIN (SELECT gen_key, max(error) AS error FROM parts WHERE finish_reason = 'abort' GROUP BY gen_key) f
-    USING (gen_key);
+       error, end_reason, turns, generated_turns
+FROM ends;
