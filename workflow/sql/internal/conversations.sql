@@ -1,10 +1,11 @@
--- One row per conversation of the dataset, as far as it was generated: the messages its first turn was rendered
--- from (system prompt, if any, and user turn 1), then each turn's regenerated answer followed by the next user turn
--- (the last message of that turn's prompt), in turn order; turns counts the generated turns.
-SELECT conversation_id,
-       any_value(source) AS source,
-       CAST(count(*) AS INTEGER) AS turns,
-       flatten(list(list_concat(CASE WHEN turn = 1 THEN messages ELSE [messages[-1]] END,
-                                [{'role': 'assistant', 'content': completion}]) ORDER BY turn)) AS messages
-FROM turns
-GROUP BY conversation_id
+-- One row per conversation of the dataset, as far as it was generated: its last generated turn's messages (the exact
+-- list that turn's prompt was rendered from: system prompt if any, the user turns and the regenerated answers before
+-- it, in order) followed by that turn's answer, with its token ids. Streams: only the small last-turn table is built.
+WITH last AS (
+    SELECT conversation_id, max(turn) AS turn FROM turns GROUP BY conversation_id
+)
+SELECT t.conversation_id, t.source, t.turn AS turns,
+       list_concat(t.messages, [{'role': 'assistant', 'content': t.completion}]) AS messages,
+       t.prompt_ids, t.output_ids
+FROM turns t
+JOIN last USING (conversation_id, turn)
