@@ -38,11 +38,11 @@ def end_of_turn(tokenizer) -> int:
     return tokenizer.convert_tokens_to_ids("<|im_end|>")
 
 
-def dataset_rows(tokenizer) -> list[dict]:
+def dataset_rows(tokenizer, conversations=CONVERSATIONS) -> list[dict]:
     """Rows as the dataset contract has them: one per generated turn, messages = system, user 1, regenerated answer
     1, ..., user t; output_ids end with the end-of-turn stop token, as the engines return them."""
     rows = []
-    for cid, (system, turns) in CONVERSATIONS.items():
+    for cid, (system, turns) in conversations.items():
         history = [{"role": "system", "content": system}] if system else []
         for t, (user, answer, original) in enumerate(turns, 1):
             messages = history + [{"role": "user", "content": user}]
@@ -57,16 +57,20 @@ def dataset_rows(tokenizer) -> list[dict]:
     return rows
 
 
-@pytest.fixture(scope="module")
-def exported(tmp_path_factory, tokenizer):
-    layout = Layout(tmp_path_factory.mktemp("exports") / "results")
+def export_rows(root, rows) -> Layout:
+    layout = Layout(root)
     schema = pa.schema(list(tables.DATASET) + [pa.field(n, t) for n, t in TURN_COLUMNS])
-    rows = dataset_rows(tokenizer)
     layout.dataset.parent.mkdir(parents=True)
     pq.write_table(pa.Table.from_pylist(rows[::-1], schema=schema), layout.dataset)  # turns out of order on disk
     paths = write_exports(db.connect(layout), layout)
     assert sorted(p.name for p in paths) == sorted(EXPORTS) and all(p.is_file() for p in paths)
-    return layout, rows
+    return layout
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory, tokenizer):
+    rows = dataset_rows(tokenizer)
+    return export_rows(tmp_path_factory.mktemp("exports") / "results", rows), rows
 
 
 def load(path):
@@ -139,6 +143,43 @@ def test_token_loss_mask_is_one_exactly_on_the_last_generation(exported, tokeniz
         for m in conversation[:-1]:
             if m["role"] == "assistant":
                 assert m["content"] in prompt_text
+
+
+# Qwen3's rule on the demo vocabulary: an assistant turn before the last user turn loses its reasoning (the text up to
+# </think> and the newlines after it); later ones keep it.
+QWEN3_LIKE = (
+    "{% set ns = namespace(last_user=0) %}{% for m in messages %}{% if m['role'] == 'user' %}"
+    "{% set ns.last_user = loop.index0 %}{% endif %}{% endfor %}"
+    "{% for m in messages %}{% set content = m['content'] %}"
+    "{% if m['role'] == 'assistant' and loop.index0 < ns.last_user and '</think>' in content %}"
+    "{% set content = content.split('</think>')[-1].lstrip('\\n') %}{% endif %}"
+    "<|im_start|>{{ m['role'] }}\n{{ content }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+
+
+def test_earlier_answers_are_masked_because_a_template_may_rerender_them(tmp_path, demo_model):
+    """Under a template that strips history reasoning the ids generated for turn 1 are not in turn 2's prompt at
+    all: finding earlier spans is impossible, and the 0 rule still gives the last generation exactly."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(demo_model)
+    tokenizer.chat_template = QWEN3_LIKE
+    first = "<think>\nthe user wants a colour\n</think>\n\nBlue."
+    last = "<think>\nanother one\n</think>\n\nGreen."
+    rows = dataset_rows(tokenizer, {"q": (None, [("Name a colour.", first, "red"), ("Another?", last, "teal")])})
+    layout = export_rows(tmp_path / "results", rows)
+    row = load(layout.export("tokens.jsonl"))["q"]
+    ids, mask = row["input_ids"], row["loss_mask"]
+    cut = mask.index(1)
+    generated_first = rows[0]["output_ids"]
+    assert not any(ids[i:i + len(generated_first)] == generated_first for i in range(len(ids)))
+    prompt_text = tokenizer.decode(ids[:cut])
+    assert "Blue." in prompt_text and "the user wants" not in prompt_text  # re-rendered, reasoning gone
+    assert ids[cut:] == rows[1]["output_ids"] and sum(mask) == len(rows[1]["output_ids"])
+    conversation = load(layout.export("messages.jsonl"))["q"]["conversations"]
+    assert ids[:cut] == render(tokenizer, conversation[:-1])
+    whole = render(tokenizer, conversation, generation_prompt=False)  # the last turn keeps its reasoning
+    assert whole[:len(ids)] == ids and tokenizer.decode(whole[len(ids):]) == "\n"
 
 
 def test_merge_writes_the_exports_of_a_demo_run(make_config, write_jsonl):
