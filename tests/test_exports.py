@@ -3,6 +3,7 @@ regenerated answers in place of the originals, and a token export whose loss mas
 model's chat template."""
 
 import json
+from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -204,3 +205,23 @@ def test_merge_writes_the_exports_of_a_demo_run(make_config, write_jsonl):
         assert messages[cid]["conversations"] == r["messages"] + [{"role": "assistant", "content": r["completion"]}]
         assert sharegpt[cid]["conversations"][-1] == {"from": "gpt", "value": r["completion"]}
     assert json.loads(layout.export("messages.jsonl").read_text().splitlines()[0]).keys() == {"id", "conversations"}
+
+
+def test_shardgen_merge_writes_the_sidecar_manifest(make_config, write_jsonl):
+    """What the rows were rendered with, beside them (not in row fields, which SpecForge hands to the template)."""
+    from shardgen.cli import main
+    from shardgen.exports import MANIFEST
+    from test_generate import stage
+
+    path = write_jsonl("a.jsonl", [{"query": f"Name a tree number {i}."} for i in range(3)])
+    config = make_config([{"name": "a", "path": path, "format": "query_response", "system_prompt": "Be kind."}])
+    layout = stage(config, 1)
+    ds = layout.dataset_dir
+    assert main(["--config", str(config.write_resolved()), "merge", "--dataset", str(ds / "data.parquet"),
+                 "--train", str(ds / "train.jsonl"), "--failed", str(layout.failed)]) == 0
+    record = json.loads(layout.export(MANIFEST).read_text())
+    assert record["sources"]["a"]["system_prompt"] == "Be kind." and len(record["model"]["template"]) == 64
+    assert sorted(Path(p).name for p in record["files"]) == sorted(EXPORTS)
+    conversations = load(layout.export("messages.jsonl"))
+    assert all(r["conversations"][0] == {"role": "system", "content": "Be kind."} for r in conversations.values())
+    assert all(r["system"] == "Be kind." for r in load(layout.export("sharegpt.jsonl")).values())

@@ -56,8 +56,8 @@ def manifest(con, config: Config, per_source: list[dict], outputs: list[Path], d
                                rejected_by_reason={r["reason"]: r["rows"] for r in rejected if r["source"] == row[0]})
     files = []
     for path in outputs:
-        reader = "read_json_auto" if path.suffix == ".jsonl" else "read_parquet"
-        rows = con.execute(f"SELECT count(*) FROM {reader}({db.quote(path)})").fetchall()[0][0]
+        reader = {".jsonl": "read_json_auto", ".parquet": "read_parquet"}.get(path.suffix)  # else a sidecar: no rows
+        rows = reader and con.execute(f"SELECT count(*) FROM {reader}({db.quote(path)})").fetchall()[0][0]
         files.append({"path": str(path), "rows": rows, "sha256": file_sha256(path)})
     done = [json.loads(p.read_text()) for p in done_files]
     return {
