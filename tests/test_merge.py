@@ -43,8 +43,9 @@ def test_twice_committed_rows_keep_the_earliest_and_are_counted(make_config, wri
     assert summary["duplicate_commits"] == table.num_rows and summary["stale_rows"] == 0
     assert summary["generated"] == 8
     md = (layout.report_dir / "report.md").read_text()
+    assert summary["per_turn"][0]["turn"] == 1 and summary["per_turn"][0]["rows"] == 8 and "## per_turn" in md
     assert "Tail across shards:" in md and "![throughput](figures/throughput.png)" in md
-    for name in ("throughput", "engine", "lengths", "shards", "outlook"):
+    for name in ("throughput", "engine", "lengths", "shards", "outlook", "turns"):
         assert (layout.report_dir / "figures" / f"{name}.png").read_bytes()[:4] == b"\x89PNG"
     # efficiency and forecast beside throughput: the CPU engine has no telemetry, so no efficiency, but a forecast
     assert [row["note"] for row in summary["efficiency"]] == ["no SGLang telemetry (CPU engine): no efficiency"] * 2

@@ -15,6 +15,7 @@ import duckdb
 import pytest
 
 from conftest import copy_workflow
+from shardgen.exports import EXPORTS, MANIFEST as EXPORTS_MANIFEST
 
 pytestmark = pytest.mark.slow
 BIN = Path(sys.executable).parent
@@ -67,7 +68,10 @@ def check_results(work: Path) -> dict:
         assert source["read"] == source["accepted"] + source["rejected"] + source["duplicates"], source
         assert source["accepted"] == source["generated"] + source["failed"], source
         assert sum(source["rejected_by_reason"].values()) == source["rejected"]
-    assert {Path(o["path"]).name for o in manifest["outputs"]} == {"data.parquet", "train.jsonl", "failed.parquet"}
+    outputs = {Path(o["path"]).name: o for o in manifest["outputs"]}
+    assert set(outputs) == {"data.parquet", "train.jsonl", "failed.parquet", *EXPORTS, EXPORTS_MANIFEST}
+    conversations = {outputs[name]["rows"] for name in EXPORTS}  # one row per conversation in every export
+    assert len(conversations) == 1 and 0 < conversations.pop() <= summary["dataset_rows"]
     assert len(summary["per_shard"]) == 2
     return summary
 

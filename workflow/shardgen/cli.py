@@ -90,12 +90,15 @@ def cmd_retry(args):
 
 def cmd_merge(args):
     from shardgen.freshness import check_prompt_set
+    from shardgen.exports import write_manifest
     from shardgen.merge import merge
 
     config = _config(args)
     layout = Layout(config.results)
     check_prompt_set(config, layout.prompts_dir)
-    print(json.dumps(merge(layout, Path(args.dataset), Path(args.train), Path(args.failed))))
+    record = merge(layout, Path(args.dataset), Path(args.train), Path(args.failed))
+    write_manifest(config, layout)
+    print(json.dumps(record))
 
 
 def cmd_report(args):

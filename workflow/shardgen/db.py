@@ -40,8 +40,18 @@ def connect(layout: Layout, memory_limit: str | None = None) -> duckdb.DuckDBPyC
         parquet_view(con, name, str(layout.prompt_table(name)), schema)
     parquet_view(con, "parts", layout.parts_glob, tables.PART, filename="true", file_row_number="true")
     parquet_view(con, "dataset", layout.dataset_glob, tables.DATASET)
+    turns_view(con)
     _telemetry_view(con, layout)
     return con
+
+
+def turns_view(con) -> None:
+    """`turns`: the dataset with its conversation_id and turn; a dataset written before those columns existed reads
+    as single-turn conversations (conversation_id = prompt_id, turn 1). Call again after redefining `dataset`."""
+    columns = {row[0] for row in con.execute("DESCRIBE dataset").fetchall()}
+    extra = "" if {"conversation_id", "turn"} <= columns else \
+        ", prompt_id AS conversation_id, CAST(1 AS INTEGER) AS turn"
+    con.execute(f"CREATE OR REPLACE VIEW turns AS SELECT *{extra} FROM dataset")
 
 
 def _telemetry_view(con, layout: Layout) -> None:

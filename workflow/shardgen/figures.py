@@ -101,7 +101,22 @@ def outlook(con, summary: dict):
     return fig
 
 
-FIGURES = {"throughput": throughput, "engine": engine, "lengths": lengths, "shards": shards, "outlook": outlook}
+def turns(con, summary: dict):
+    """Output tokens by turn index: the spread per turn of a conversation, with each turn's row count."""
+    df = con.execute("SELECT turn, completion_tokens FROM turns ORDER BY turn").df()
+    index = sorted(df["turn"].unique())
+    fig, ax = plt.subplots(figsize=(9, 4), layout="constrained")
+    if index:
+        ax.boxplot([df[df.turn == t]["completion_tokens"] for t in index], showfliers=False)
+        ax.set_xticks(range(1, len(index) + 1), [f"{t}\n{(df.turn == t).sum()} rows" for t in index])
+    else:
+        ax.text(0.5, 0.5, "no generated rows", ha="center")
+    ax.set(title="Output tokens by turn of the conversation", xlabel="turn", ylabel="completion tokens")
+    return fig
+
+
+FIGURES = {"throughput": throughput, "engine": engine, "lengths": lengths, "shards": shards, "outlook": outlook,
+           "turns": turns}
 
 
 def draw(con, out_dir: Path, summary: dict | None = None) -> list[Path]:

@@ -152,6 +152,16 @@ class Layout:
         return self.dataset_dir / "train.jsonl"
 
     @property
+    def exports_dir(self) -> Path:
+        """Outside dataset/: its *.parquet is the dataset."""
+        return self.root / "exports"
+
+    def export(self, name: str) -> Path:
+        """One conversation-level export (exports.EXPORTS names them): sharegpt.jsonl, messages.jsonl, tokens.jsonl
+        or tokens.parquet."""
+        return self.exports_dir / name
+
+    @property
     def failed(self) -> Path:
         return self.root / "merge" / "failed.parquet"
 

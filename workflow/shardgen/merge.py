@@ -6,6 +6,7 @@ from pathlib import Path
 
 from shardgen import ShardgenError, db
 from shardgen.atomic import committed
+from shardgen.exports import write_exports
 from shardgen.layout import Layout
 
 ROWS_PER_THREADS = 1_000_000
@@ -56,6 +57,7 @@ def _merge(layout: Layout, dataset: Path, train: Path, failed: Path, memory_limi
     _copy_dataset(con, dataset)
     con.execute(f"CREATE OR REPLACE VIEW dataset AS SELECT * FROM read_parquet({db.quote(dataset)})")
     _copy(con, db.sql("train_export"), train, "json")
+    write_exports(con, layout)
     _copy(con, db.sql("failed"), failed, "parquet")
     db.define_views(con, "accounting")
     unbalanced = [r for r in db.query(con, "accounting") if not (r["read_balances"] and r["accepted_balances"]

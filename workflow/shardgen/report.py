@@ -43,6 +43,7 @@ def summary(con) -> dict:
     record = _jsonable(db.query(con, "summary"))[0]
     record["per_shard"] = _jsonable(db.query(con, "per_shard"))
     record["per_source"] = _jsonable(db.query(con, "per_source"))
+    record["per_turn"] = _jsonable(db.query(con, "tokens_by_turn"))
     return record
 
 
@@ -55,8 +56,8 @@ def manifest(con, config: Config, per_source: list[dict], outputs: list[Path], d
                                rejected_by_reason={r["reason"]: r["rows"] for r in rejected if r["source"] == row[0]})
     files = []
     for path in outputs:
-        reader = "read_json_auto" if path.suffix == ".jsonl" else "read_parquet"
-        rows = con.execute(f"SELECT count(*) FROM {reader}({db.quote(path)})").fetchall()[0][0]
+        reader = {".jsonl": "read_json_auto", ".parquet": "read_parquet"}.get(path.suffix)  # else a sidecar: no rows
+        rows = reader and con.execute(f"SELECT count(*) FROM {reader}({db.quote(path)})").fetchall()[0][0]
         files.append({"path": str(path), "rows": rows, "sha256": file_sha256(path)})
     done = [json.loads(p.read_text()) for p in done_files]
     return {
@@ -95,8 +96,8 @@ def markdown(record: dict, tails: list[dict] | None = None, figures: list[Path] 
     if "dataset_rows_checked" in record:
         lines += ["", f"Checked: all {record['dataset_rows_checked']} dataset rows carry the gen_key the current config "
                       "gives their prompt (model, tokenizer and template hashes, sampling), one per generated prompt."]
-    for title in ("per_source", "per_shard"):
-        rows = record[title]
+    for title in ("per_source", "per_shard", "per_turn"):
+        rows = record.get(title)
         if rows:
             lines += ["", f"## {title}", "", *markdown_table(rows)]
     if note := tail_note(tails or []):

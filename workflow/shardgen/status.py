@@ -2,7 +2,9 @@
 against them, with lost parts named), its state (waiting, starting, generating, down:CAUSE, done: from the
 attempt's heartbeat; silent_s = seconds since its last sign of life), rate and ETA, and the current output
 tokens/s and running requests from the newest telemetry part (SGLang; without telemetry, the attempt's average tokens/s from its parts). A shard that is down shows no rate,
-tokens/s or running count: those describe a process that is gone."""
+tokens/s or running count: those describe a process that is gone. Where a part holds a turn after the first,
+every shard also shows conversations (begun: its turn-1 rows), turns (committed) and max_turn, from the parts'
+turn column."""
 
 import json
 from contextlib import suppress
@@ -62,6 +64,25 @@ def _committed(shard_dir: Path) -> tuple[int, dict, dict, list[str]]:
     return sum(rows_by.values()), rows_by, tokens_by, lost
 
 
+def _turns(shard_dir: Path) -> dict:
+    """Conversations begun (turn-1 rows), turns committed and the highest turn, from the parts' turn column (parts
+    written before the column existed count as first turns)."""
+    conversations = turns = max_turn = 0
+    for path in part_files(shard_dir):
+        try:
+            if "turn" not in pq.read_schema(path).names:
+                rows = pq.read_metadata(path).num_rows
+                conversations, turns, max_turn = conversations + rows, turns + rows, max(max_turn, 1 if rows else 0)
+                continue
+            values = pq.read_table(path, columns=["turn"])["turn"].to_pylist()
+        except (OSError, pa.ArrowException):
+            continue  # named as lost by _part_counts
+        conversations += values.count(1)
+        turns += len(values)
+        max_turn = max([max_turn, *values])
+    return {"conversations": conversations, "turns": turns, "max_turn": max_turn}
+
+
 def _live(shard_dir: Path, now: datetime, since: datetime) -> dict:
     """Mean decode tok/s and the last running count in the newest telemetry part, if it is recent and written by
     the current attempt (not before `since`, its start)."""
@@ -105,4 +126,9 @@ def shard_status(layout: Layout, shard: int, now: datetime) -> dict:
 
 def status(layout: Layout) -> list[dict]:
     now = datetime.now(timezone.utc)
-    return [shard_status(layout, s, now) for s in layout.split_shards()]
+    rows = [shard_status(layout, s, now) for s in layout.split_shards()]
+    by_turn = [_turns(layout.shard_dir(row["shard"])) for row in rows]
+    if any(t["max_turn"] > 1 for t in by_turn):  # multi-turn: progress by conversations and turns too
+        for row, turns in zip(rows, by_turn):
+            row.update(turns)
+    return rows

@@ -1,0 +1,33 @@
+"""status by conversations and turns: shown only once a part holds a turn after the first."""
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from shardgen.cli import main
+from shardgen.status import status
+
+from test_generate import stage
+
+
+def test_status_shows_conversations_and_turns_only_for_multi_turn_parts(make_config, write_jsonl, capsys):
+    path = write_jsonl("a.jsonl", [{"query": f"Say {i} twice."} for i in range(6)])
+    layout = stage(make_config([{"name": "a", "path": path, "format": "query_response"}],
+                               checkpoint={"every_records": 2}), 2)
+    rows = status(layout)
+    assert "turns" not in rows[0] and sum(r["committed"] for r in rows) == 6  # single-turn: as before
+    # the parts of shard 0 as a multi-turn run writes them: turns 1, 2, 3 of one conversation, ...
+    parts = sorted(layout.shard_dir(0).glob("part-*.parquet"))
+    turn, turns = 0, []
+    for part in parts:
+        table = pq.read_table(part)
+        values = [(turn := turn + 1 if turn < 3 else 1) for _ in range(table.num_rows)]
+        turns += values
+        pq.write_table(table.append_column("turn", pa.array(values, pa.int32())), part)
+    rows = status(layout)
+    assert rows[0]["turns"] == len(turns) == rows[0]["committed"]
+    assert rows[0]["conversations"] == turns.count(1) and rows[0]["max_turn"] == max(turns) > 1
+    # shard 1's parts have no turn column: first turns, one conversation each
+    assert rows[1]["turns"] == rows[1]["conversations"] == rows[1]["committed"] and rows[1]["max_turn"] == 1
+    assert main(["--results", str(layout.root), "status"]) == 0
+    header = capsys.readouterr().out.splitlines()[0].split()
+    assert header[-3:] == ["conversations", "turns", "max_turn"]
