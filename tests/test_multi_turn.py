@@ -198,3 +198,18 @@ def test_the_next_turn_is_submitted_as_soon_as_its_previous_turn_completes(tmp_p
                       follow=follow))
     assert order.index("A2") < order.index("C") and order.index("B2") < order.index("C")
     assert len(order) == 6 and sink.committed == 6
+
+
+def test_split_records_each_shards_turns_and_status_counts_against_them(multi):
+    from shardgen.split import expected_turns
+    from shardgen.status import status
+
+    cfg, _ = multi
+    layout = Layout(cfg.results)
+    build_prompts(cfg, layout.prompts_dir)
+    split(layout.prompts, layout.split_dir, 2)
+    # accepted: 1 + 2 + 5 turns, and the long conversation's 4 user turns (the non-alternating one is rejected)
+    assert sum(expected_turns(layout.split(s)) for s in (0, 1)) == 12
+    assert sum(pq.read_metadata(layout.split(s)).num_rows for s in (0, 1)) == 4
+    assert sorted(r["turns_expected"] for r in status(layout)) == sorted(expected_turns(layout.split(s))
+                                                                        for s in (0, 1))

@@ -22,7 +22,10 @@ def test_status_shows_conversations_and_turns_only_for_multi_turn_parts(make_con
         table = pq.read_table(part)
         values = [(turn := turn + 1 if turn < 3 else 1) for _ in range(table.num_rows)]
         turns += values
-        pq.write_table(table.append_column("turn", pa.array(values, pa.int32())), part)
+        column = pa.array(values, pa.int32())
+        table = (table.set_column(table.schema.get_field_index("turn"), "turn", column) if "turn" in table.schema.names
+                 else table.append_column("turn", column))
+        pq.write_table(table, part)
     rows = status(layout)
     assert rows[0]["turns"] == len(turns) == rows[0]["committed"]
     assert rows[0]["conversations"] == turns.count(1) and rows[0]["max_turn"] == max(turns) > 1

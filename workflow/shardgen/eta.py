@@ -94,7 +94,7 @@ def annotate(layout, rows: list[dict], now: float | None = None) -> dict:
     now = time.time() if now is None else now
     shards = []
     for row in rows:
-        shard = shard_eta(layout.shard_dir(row["shard"]), row["prompts"], now)
+        shard = shard_eta(layout.shard_dir(row["shard"]), row.get("turns_expected", row["prompts"]), now)
         if row["done"]:
             shard.update(remaining_tokens=0, eta_s=0, tok_per_s=0.0)
         down = row.get("state", "").startswith("down")

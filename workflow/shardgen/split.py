@@ -11,6 +11,7 @@ from pathlib import Path
 import duckdb
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from shardgen import db, tables
@@ -19,6 +20,7 @@ from shardgen.faults import disk_full_point
 from shardgen.layout import shard_file
 
 BATCH_ROWS = 8192
+TURNS_KEY = "shardgen.turns"
 
 
 class Balancer:
@@ -40,6 +42,12 @@ class Balancer:
         return shard_of
 
 
+def expected_turns(path: Path) -> int:
+    """The turns a shard file holds (one per turn of each conversation), from its footer; its rows if absent."""
+    meta = pq.read_metadata(path)
+    return int((meta.metadata or {}).get(TURNS_KEY.encode(), meta.num_rows))
+
+
 class ShardWriter:
     """One shard's file, written in row groups of about BATCH_ROWS rows."""
 
@@ -48,10 +56,12 @@ class ShardWriter:
                                                            compression="zstd"))
         self.pending: list[pa.Table] = []
         self.rows = 0
+        self.turns = 0
 
     def add(self, table: pa.Table) -> None:
         self.pending.append(table)
         self.rows += table.num_rows
+        self.turns += pc.sum(pc.list_value_length(table["turns"])).as_py() or 0
         if self.rows >= BATCH_ROWS:
             self.flush()
 
@@ -59,6 +69,11 @@ class ShardWriter:
         if self.rows:
             self.writer.write_table(pa.concat_tables(self.pending), row_group_size=self.rows)
         self.pending, self.rows = [], 0
+
+    def finish(self) -> None:
+        """Flush, and record the shard's turns in the footer: status reads them there, not from the text."""
+        self.flush()
+        self.writer.add_key_value_metadata({TURNS_KEY: str(self.turns)})
 
 
 def split(prompts_path: Path, split_dir: Path, n_shards: int, memory_limit: str = "1GB") -> list[int]:
@@ -84,7 +99,7 @@ def split(prompts_path: Path, split_dir: Path, n_shards: int, memory_limit: str 
                 for shard, writer in enumerate(shards):
                     writer.add(batch.filter(shard_of == shard))
             for writer in shards:
-                writer.flush()
+                writer.finish()
     finally:
         con.close()
         shutil.rmtree(spill, ignore_errors=True)

@@ -4,7 +4,8 @@ attempt's heartbeat; silent_s = seconds since its last sign of life), rate and E
 tokens/s and running requests from the newest telemetry part (SGLang; without telemetry, the attempt's average tokens/s from its parts). A shard that is down shows no rate,
 tokens/s or running count: those describe a process that is gone. Where a part holds a turn after the first,
 every shard also shows conversations (begun: its turn-1 rows), turns (committed) and max_turn, from the parts'
-turn column."""
+turn column. Rate and ETA count turns against turns_expected (every turn of every conversation, from the split
+file's footer): a conversation that ends early leaves its later turns uncounted, so the ETA is an upper bound."""
 
 import json
 from contextlib import suppress
@@ -17,6 +18,7 @@ import pyarrow.parquet as pq
 from shardgen import heartbeat
 from shardgen.attempts import read_attempts
 from shardgen.layout import PARTS_INDEX, Layout, part_files, telemetry_files
+from shardgen.split import expected_turns
 
 
 LIVE_SECONDS = 120  # telemetry older than this says nothing about now (parts are written every 10 s while running)
@@ -74,7 +76,7 @@ def _turns(shard_dir: Path) -> dict:
                 rows = pq.read_metadata(path).num_rows
                 conversations, turns, max_turn = conversations + rows, turns + rows, max(max_turn, 1 if rows else 0)
                 continue
-            values = pq.read_table(path, columns=["turn"])["turn"].to_pylist()
+            values = [t or 1 for t in pq.read_table(path, columns=["turn"])["turn"].to_pylist()]  # null: a first turn
         except (OSError, pa.ArrowException):
             continue  # named as lost by _part_counts
         conversations += values.count(1)
@@ -98,9 +100,10 @@ def _live(shard_dir: Path, now: datetime, since: datetime) -> dict:
 
 def shard_status(layout: Layout, shard: int, now: datetime) -> dict:
     prompts = pq.read_metadata(layout.split(shard)).num_rows
+    turns = expected_turns(layout.split(shard))  # what parts count: one row per turn
     committed, by_attempt, tokens, lost = _committed(layout.shard_dir(shard))
     done = layout.done(shard).exists()
-    row = {"shard": shard, "prompts": prompts, "committed": committed, "done": done,
+    row = {"shard": shard, "prompts": prompts, "turns_expected": turns, "committed": committed, "done": done,
            "state": "done" if done else "waiting", "rate_per_s": None, "eta_s": None, "out_tok_per_s": None,
            "running": None, "lost_parts": "; ".join(lost) or None, "silent_s": None}
     attempts = [] if done else read_attempts(layout.shard_dir(shard))
@@ -118,7 +121,7 @@ def shard_status(layout: Layout, shard: int, now: datetime) -> dict:
     rows_now = by_attempt.get(last["attempt"], 0)
     if elapsed > 0 and rows_now:
         row["rate_per_s"] = round(rows_now / elapsed, 3)
-        row["eta_s"] = round(max(0, prompts - committed) / row["rate_per_s"])
+        row["eta_s"] = round(max(0, turns - committed) / row["rate_per_s"])
         row["out_tok_per_s"] = round(tokens.get(last["attempt"], 0) / elapsed)
     row.update(_live(layout.shard_dir(shard), now, started))
     return row
@@ -131,4 +134,7 @@ def status(layout: Layout) -> list[dict]:
     if any(t["max_turn"] > 1 for t in by_turn):  # multi-turn: progress by conversations and turns too
         for row, turns in zip(rows, by_turn):
             row.update(turns)
+    if all(row["turns_expected"] == row["prompts"] for row in rows):  # one turn each: the column says nothing
+        for row in rows:
+            del row["turns_expected"]
     return rows
