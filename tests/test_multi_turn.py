@@ -3,21 +3,17 @@ top-level `system` field and a `{"from": "system"}` turn), one that runs out of 
 stored prompt is the template over the regenerated history; accounting per conversation and per turn; a SIGKILL in
 the middle of conversations and a resume that never regenerates a committed turn."""
 
-import os
 import signal
-import subprocess
-import sys
 from collections import Counter
 
 import pyarrow.parquet as pq
 import pytest
-
 from shardgen.formats import RowError, conversation
 from shardgen.layout import Layout
 from shardgen.model import ModelInfo
 from shardgen.prompts import build_prompts
 from shardgen.split import split
-
+from test_faults import committed, generate
 from test_generate import part_rows, stage
 from test_merge import run_merge
 
@@ -126,29 +122,18 @@ def test_each_turn_regenerates_on_its_own_answers_and_accounts_every_turn(multi)
     assert {p: p.read_bytes() for p in layout.root.glob("generate/shard-*/part-*.parquet")} == before
 
 
-def _generate(cfg, layout, fault=None):
-    env = {**os.environ, "SHARDGEN_LOCK_DIR": str(layout.root / "locks")}
-    env.pop("SHARDGEN_FAULT", None)
-    if fault:
-        env["SHARDGEN_FAULT"] = fault
-    cmd = [sys.executable, "-m", "shardgen.cli", "--config", str(cfg.write_resolved()), "generate", "--shard", "0",
-           "--done", str(layout.done(0))]
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
-    return proc.returncode, proc.stderr
-
-
 @pytest.mark.parametrize("fault", ["mid_batch:5", "after_rename:4"])
 def test_kill_in_the_middle_of_conversations_then_resume(multi, fault):
     cfg, _ = multi
     layout = Layout(cfg.results)
     build_prompts(cfg, layout.prompts_dir)
     split(layout.prompts, layout.split_dir, 1)
-    rc, err = _generate(cfg, layout, fault)
+    rc, err = generate(cfg, layout, fault)
     assert rc == -signal.SIGKILL, err[-2000:]
-    before = {p: p.read_bytes() for p in layout.shard_dir(0).glob("part-*.parquet")}
+    before = committed(layout)
     done_before = [r for r in part_rows(layout) if r["finish_reason"] in ("stop", "length")]
     assert done_before and any(r["turn"] > 1 for r in done_before) or len(done_before) >= 3
-    rc, err = _generate(cfg, layout)
+    rc, err = generate(cfg, layout)
     assert rc == 0, err[-2000:]
     for path, data in before.items():
         assert path.read_bytes() == data, f"committed part {path.name} changed"
