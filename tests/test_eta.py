@@ -24,13 +24,14 @@ def test_eta_at_ten_percent_is_within_ten_percent_of_the_duration(make_config, w
     # prompts of one length (four-digit numbers): the split's heaviest-first order would otherwise make the early
     # rate slower than the late one, on a CPU where speed depends on prompt length
     path = write_jsonl("a.jsonl", [{"query": f"Count from {i} to {i + 40}, one number a line."}
-                                   for i in range(1000, 1960)])
+                                   for i in range(1000, 2920)])
     config = make_config([{"name": "a", "path": path, "format": "query_response"}], shards=1,
                          checkpoint={"every_records": 8, "every_seconds": 1}, defaults={"max_new_tokens": 24})
     layout = Layout(config.results)
     build_prompts(config, layout.prompts_dir)
     split(layout.prompts, layout.split_dir, 1)
-    env = {**os.environ, "PYTHONPATH": str(Path(eta.__file__).parent.parent)}
+    # one torch thread: the run keeps one core to itself and this poller takes the other (2-core CI machines)
+    env = {**os.environ, "PYTHONPATH": str(Path(eta.__file__).parent.parent), "OMP_NUM_THREADS": "1"}
     job = subprocess.Popen([sys.executable, "-m", "shardgen.cli", "--config", str(config.write_resolved()),
                             "generate", "--shard", "0", "--done", str(layout.done(0))], env=env,
                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -53,15 +54,17 @@ def test_eta_at_ten_percent_is_within_ten_percent_of_the_duration(make_config, w
     assert abs(predicted - finished) <= 0.1 * duration, (predicted - finished, duration, committed, total)
 
 
-def _commit(layout, attempt, tokens, at):
-    """A part of `tokens` output tokens (8 rows) of `attempt`, committed at epoch second `at`."""
+def _commit(layout, attempt, tokens, at, max_new_tokens=None):
+    """A part of `tokens` output tokens (8 rows) of `attempt`, committed at epoch second `at` (with each row's
+    max_new_tokens, as generate commits them, if given)."""
     from shardgen.parts import PartWriter
 
     now = datetime.fromtimestamp(at).astimezone()
     rows = [{"prompt_id": f"{attempt}-{at}-{r}", "gen_key": f"{attempt}-{at}-{r}", "shard": 0, "attempt": attempt,
              "completion": "x", "output_ids": [1], "finish_reason": "stop", "prompt_tokens": 5,
              "completion_tokens": tokens // 8, "cached_tokens": 0, "latency_s": 1.0, "submitted_at": now,
-             "finished_at": now, "gpu": "0", "error": None} for r in range(8)]
+             "finished_at": now, "gpu": "0", "error": None,
+             **({"max_new_tokens": max_new_tokens} if max_new_tokens else {})} for r in range(8)]
     path = PartWriter(layout.shard_dir(0)).commit(rows)
     os.utime(path, (at, at))
 
@@ -90,3 +93,23 @@ def test_eta_after_a_restart_uses_the_previous_attempts_rate_and_start_up(tmp_pa
     # after the newest commit (t0 + 150): 42 s after now
     assert after["tok_per_s"] == 160.0 and after["remaining_tokens"] == 6933
     assert after["eta_s"] == round(t0 + 150 + 6933.3 / 160 - (t0 + 151))
+
+
+def test_eta_counts_what_is_left_by_the_limits_of_the_prompts_left(tmp_path):
+    """Short answers finish first: their mean length says little about the long ones still to come, their limits do."""
+    import json
+
+    layout = Layout(tmp_path)
+    t0 = 1_800_000_000.0
+    layout.shard_dir(0).mkdir(parents=True)
+    (layout.shard_dir(0) / "attempts.jsonl").write_text(json.dumps(
+        {"attempt": 1, "started_at": datetime.fromtimestamp(t0).astimezone().isoformat()}) + "\n")
+    # 16 short answers committed (limit 100, 75 tokens each: 75% of the budget used), 1,200 tokens in 10 s
+    for k in range(2):
+        _commit(layout, 1, 600, t0 + 30 + 10 * k, max_new_tokens=100)
+    # the shard: those 16 and 8 long prompts of limit 1,000: budget 1,600 + 8,000
+    shard = eta.shard_eta(layout.shard_dir(0), 24, now=t0 + 40, budget=9600)
+    assert shard["remaining_tokens"] == 6000  # (9,600 - 1,600) x 0.75, not 8 x 75
+    assert shard["tok_per_s"] == 60.0 and shard["eta_s"] == 100
+    # without the split's budget (an older split): prompts left x the mean committed length
+    assert eta.shard_eta(layout.shard_dir(0), 24, now=t0 + 40)["remaining_tokens"] == 600

@@ -186,7 +186,7 @@ def test_the_next_turn_is_submitted_as_soon_as_its_previous_turn_completes(tmp_p
 
 
 def test_split_records_each_shards_turns_and_status_counts_against_them(multi):
-    from shardgen.split import expected_turns
+    from shardgen.split import expected_turns, output_budget
     from shardgen.status import status
 
     cfg, _ = multi
@@ -196,5 +196,8 @@ def test_split_records_each_shards_turns_and_status_counts_against_them(multi):
     # accepted: 1 + 2 + 5 turns, and the long conversation's 4 user turns (the non-alternating one is rejected)
     assert sum(expected_turns(layout.split(s)) for s in (0, 1)) == 12
     assert sum(pq.read_metadata(layout.split(s)).num_rows for s in (0, 1)) == 4
+    prompts = pq.read_table(layout.prompts, columns=["max_new_tokens", "turns"]).to_pylist()
+    assert sum(output_budget(layout.split(s)) for s in (0, 1)) == sum(p["max_new_tokens"] * len(p["turns"])
+                                                                      for p in prompts)
     assert sorted(r["turns_expected"] for r in status(layout)) == sorted(expected_turns(layout.split(s))
                                                                         for s in (0, 1))

@@ -54,6 +54,7 @@ def _row(prompt: dict, result: Result, shard: int, attempt: int, gpu: str, submi
         "completion_tokens": len(result.output_ids), "cached_tokens": result.cached_tokens, "latency_s": latency,
         "submitted_at": submitted, "finished_at": datetime.now(timezone.utc), "gpu": gpu, "error": error,
         **_turn_columns(prompt),
+        "max_new_tokens": prompt["max_new_tokens"],  # not a part column: the parts index sums it for the ETA
     }
 
 

@@ -118,8 +118,12 @@ class PartWriter:
         write_table(pa.Table.from_pylist(rows, schema=tables.PART), path)
         self.next_index += 1
         # A cache for `shardgen status` (one small file instead of every footer); the parts stay the truth.
+        turns = [r.get("turn") or 1 for r in rows]
+        entry = {"part": path.name, "rows": len(rows), "attempt": rows[0]["attempt"],
+                 "tokens": sum(r["completion_tokens"] for r in rows), "first_turns": turns.count(1),
+                 "max_turn": max(turns), "bytes": path.stat().st_size}
+        if all("max_new_tokens" in r for r in rows):  # the output budget these rows used up, for the ETA
+            entry["budget"] = sum(r["max_new_tokens"] for r in rows)
         with open(self.shard_dir / PARTS_INDEX, "a") as f:
-            f.write(json.dumps({"part": path.name, "rows": len(rows), "attempt": rows[0]["attempt"],
-                                "tokens": sum(r["completion_tokens"] for r in rows),
-                                "bytes": path.stat().st_size}) + "\n")
+            f.write(json.dumps(entry) + "\n")
         return path

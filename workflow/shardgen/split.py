@@ -21,6 +21,7 @@ from shardgen.layout import shard_file
 
 BATCH_ROWS = 8192
 TURNS_KEY = "shardgen.turns"
+BUDGET_KEY = "shardgen.output_budget"
 
 
 class Balancer:
@@ -48,6 +49,12 @@ def expected_turns(path: Path) -> int:
     return int((meta.metadata or {}).get(TURNS_KEY.encode(), meta.num_rows))
 
 
+def output_budget(path: Path) -> int | None:
+    """The most output tokens a shard can produce (max_new_tokens over every turn), from its footer; None if absent."""
+    value = (pq.read_metadata(path).metadata or {}).get(BUDGET_KEY.encode())
+    return int(value) if value is not None else None
+
+
 class ShardWriter:
     """One shard's file, written in row groups of about BATCH_ROWS rows."""
 
@@ -57,11 +64,14 @@ class ShardWriter:
         self.pending: list[pa.Table] = []
         self.rows = 0
         self.turns = 0
+        self.budget = 0
 
     def add(self, table: pa.Table) -> None:
         self.pending.append(table)
         self.rows += table.num_rows
-        self.turns += pc.sum(pc.list_value_length(table["turns"])).as_py() or 0
+        turns = pc.list_value_length(table["turns"])
+        self.turns += pc.sum(turns).as_py() or 0
+        self.budget += pc.sum(pc.multiply(table["max_new_tokens"], pc.coalesce(turns, 1))).as_py() or 0
         if self.rows >= BATCH_ROWS:
             self.flush()
 
@@ -71,9 +81,10 @@ class ShardWriter:
         self.pending, self.rows = [], 0
 
     def finish(self) -> None:
-        """Flush, and record the shard's turns in the footer: status reads them there, not from the text."""
+        """Flush, and record the shard's turns and output budget in the footer: status and the ETA read them
+        there, not from the rows."""
         self.flush()
-        self.writer.add_key_value_metadata({TURNS_KEY: str(self.turns)})
+        self.writer.add_key_value_metadata({TURNS_KEY: str(self.turns), BUDGET_KEY: str(self.budget)})
 
 
 def split(prompts_path: Path, split_dir: Path, n_shards: int, memory_limit: str = "1GB") -> list[int]:

@@ -1,11 +1,12 @@
 """`shardgen status`: progress of every shard from split metadata and the parts on disk (the parts index, checked
 against them, with lost parts named), its state (waiting, starting, generating, down:CAUSE, done: from the
 attempt's heartbeat; silent_s = seconds since its last sign of life), rate and ETA, and the current output
-tokens/s and running requests from the newest telemetry part (SGLang; without telemetry, the attempt's average tokens/s from its parts). A shard that is down shows no rate,
-tokens/s or running count: those describe a process that is gone. Where a part holds a turn after the first,
-every shard also shows conversations (begun: its turn-1 rows), turns (committed) and max_turn, from the parts'
-turn column. Rate and ETA count turns against turns_expected (every turn of every conversation, from the split
-file's footer): a conversation that ends early leaves its later turns uncounted, so the ETA is an upper bound."""
+tokens/s and running requests from the newest telemetry part (SGLang; without telemetry, the attempt's average
+tokens/s from its parts). A shard that is down shows no rate, tokens/s or running count: those describe a process
+that is gone. Where a part holds a turn after the first, every shard also shows conversations (begun: its turn-1
+rows), turns (committed) and max_turn, from the parts' turn column (counted per part in the parts index). Rate and
+ETA count turns against turns_expected (every turn of every conversation, from the split file's footer): a
+conversation that ends early leaves its later turns uncounted, so the ETA is an upper bound."""
 
 import json
 from contextlib import suppress
@@ -34,55 +35,47 @@ def _read_index(shard_dir: Path) -> dict[str, dict]:
     return index
 
 
-def _part_counts(shard_dir: Path) -> tuple[list[tuple[int, int, int]], list[str]]:
-    """(rows, attempt, completion tokens) of every part on disk: from the parts index where its size matches,
-    else from the part itself (a commit killed between its rename and the index line, or a changed file); and the
-    parts that are lost: listed in the index but gone, or unreadable."""
+def _read_part(path: Path) -> dict:
+    """A part's index entry, from the part itself (parts written before the turn column count as first turns)."""
+    names = pq.read_schema(path).names
+    table = pq.read_table(path, columns=["attempt", "completion_tokens"] + (["turn"] if "turn" in names else []))
+    turns = [t or 1 for t in table["turn"].to_pylist()] if "turn" in names else [1] * table.num_rows  # null: turn 1
+    return {"rows": table.num_rows, "attempt": table["attempt"][0].as_py() if table.num_rows else 0,
+            "tokens": sum(table["completion_tokens"].to_pylist()), "first_turns": turns.count(1),
+            "max_turn": max(turns, default=0)}
+
+
+def _part_entries(shard_dir: Path) -> tuple[list[dict], list[str]]:
+    """rows, attempt, completion tokens, first turns and highest turn of every part on disk: from the parts index
+    where its size matches (one small file, not every part, read each poll), else from the part itself (a commit
+    killed between its rename and the index line, a changed file, an index line older than the turn counts); and
+    the parts that are lost: listed in the index but gone, or unreadable."""
     index = _read_index(shard_dir)
-    counts, lost = [], []
+    entries, lost = [], []
     for path in part_files(shard_dir):
         entry = index.pop(path.name, None)
-        if entry and entry.get("bytes", path.stat().st_size) == path.stat().st_size:
-            counts.append((entry["rows"], entry["attempt"], entry.get("tokens", 0)))
+        if entry and entry.get("bytes", path.stat().st_size) == path.stat().st_size and "max_turn" in entry:
+            entries.append(entry)
             continue
         try:
-            table = pq.read_table(path, columns=["attempt", "completion_tokens"])
+            entries.append(_read_part(path))
         except (OSError, pa.ArrowException):
             lost.append(f"{path.name} unreadable")
-            continue
-        attempt = table["attempt"][0].as_py() if table.num_rows else 0
-        counts.append((table.num_rows, attempt, sum(table["completion_tokens"].to_pylist())))
     lost += [f"{name} missing ({entry['rows']} rows)" for name, entry in index.items()]
-    return counts, lost
+    return entries, lost
 
 
-def _committed(shard_dir: Path) -> tuple[int, dict, dict, list[str]]:
-    rows_by: dict[int, int] = {}
-    tokens_by: dict[int, int] = {}
-    counts, lost = _part_counts(shard_dir)
-    for rows, attempt, tokens in counts:
-        rows_by[attempt] = rows_by.get(attempt, 0) + rows
-        tokens_by[attempt] = tokens_by.get(attempt, 0) + tokens
-    return sum(rows_by.values()), rows_by, tokens_by, lost
+def _by_attempt(entries: list[dict], key: str) -> dict[int, int]:
+    totals: dict[int, int] = {}
+    for entry in entries:
+        totals[entry["attempt"]] = totals.get(entry["attempt"], 0) + entry[key]
+    return totals
 
 
-def _turns(shard_dir: Path) -> dict:
-    """Conversations begun (turn-1 rows), turns committed and the highest turn, from the parts' turn column (parts
-    written before the column existed count as first turns)."""
-    conversations = turns = max_turn = 0
-    for path in part_files(shard_dir):
-        try:
-            if "turn" not in pq.read_schema(path).names:
-                rows = pq.read_metadata(path).num_rows
-                conversations, turns, max_turn = conversations + rows, turns + rows, max(max_turn, 1 if rows else 0)
-                continue
-            values = [t or 1 for t in pq.read_table(path, columns=["turn"])["turn"].to_pylist()]  # null: a first turn
-        except (OSError, pa.ArrowException):
-            continue  # named as lost by _part_counts
-        conversations += values.count(1)
-        turns += len(values)
-        max_turn = max([max_turn, *values])
-    return {"conversations": conversations, "turns": turns, "max_turn": max_turn}
+def _turns(entries: list[dict]) -> dict:
+    """Conversations begun (turn-1 rows), turns committed and the highest turn."""
+    return {"conversations": sum(e["first_turns"] for e in entries), "turns": sum(e["rows"] for e in entries),
+            "max_turn": max((e["max_turn"] for e in entries), default=0)}
 
 
 def _live(shard_dir: Path, now: datetime, since: datetime) -> dict:
@@ -101,11 +94,13 @@ def _live(shard_dir: Path, now: datetime, since: datetime) -> dict:
 def shard_status(layout: Layout, shard: int, now: datetime) -> dict:
     prompts = pq.read_metadata(layout.split(shard)).num_rows
     turns = expected_turns(layout.split(shard))  # what parts count: one row per turn
-    committed, by_attempt, tokens, lost = _committed(layout.shard_dir(shard))
+    entries, lost = _part_entries(layout.shard_dir(shard))
+    by_attempt, tokens = _by_attempt(entries, "rows"), _by_attempt(entries, "tokens")
+    committed = sum(by_attempt.values())
     done = layout.done(shard).exists()
     row = {"shard": shard, "prompts": prompts, "turns_expected": turns, "committed": committed, "done": done,
            "state": "done" if done else "waiting", "rate_per_s": None, "eta_s": None, "out_tok_per_s": None,
-           "running": None, "lost_parts": "; ".join(lost) or None, "silent_s": None}
+           "running": None, "lost_parts": "; ".join(lost) or None, "silent_s": None, **_turns(entries)}
     attempts = [] if done else read_attempts(layout.shard_dir(shard))
     if not attempts:
         return row
@@ -130,10 +125,9 @@ def shard_status(layout: Layout, shard: int, now: datetime) -> dict:
 def status(layout: Layout) -> list[dict]:
     now = datetime.now(timezone.utc)
     rows = [shard_status(layout, s, now) for s in layout.split_shards()]
-    by_turn = [_turns(layout.shard_dir(row["shard"])) for row in rows]
-    if any(t["max_turn"] > 1 for t in by_turn):  # multi-turn: progress by conversations and turns too
-        for row, turns in zip(rows, by_turn):
-            row.update(turns)
+    if all(row["max_turn"] <= 1 for row in rows):  # first turns only: conversations and turns repeat `committed`
+        for row in rows:
+            del row["conversations"], row["turns"], row["max_turn"]
     if all(row["turns_expected"] == row["prompts"] for row in rows):  # one turn each: the column says nothing
         for row in rows:
             del row["turns_expected"]
