@@ -39,9 +39,10 @@ def run(stage: str, cmd: list[str], log: Path, env: dict | None = None) -> dict:
     start = time.perf_counter()
     with open(log, "w") as out:
         # GNU time's child starts from time's small RSS: a child forked from this process would count this
-        # process's peak (after training a tokenizer, ~1 GB) as its own
-        proc = subprocess.Popen(["/usr/bin/time", "-f", "%M", "-o", str(rss), *cmd], stdout=out,
-                                stderr=subprocess.STDOUT, env={**os.environ, **(env or {})})
+        # process's peak (after training a tokenizer, ~1 GB) as its own; without GNU time: no RSS
+        timed = ["/usr/bin/time", "-f", "%M", "-o", str(rss)] if Path("/usr/bin/time").exists() else []
+        proc = subprocess.Popen([*timed, *cmd], stdout=out, stderr=subprocess.STDOUT,
+                                env={**os.environ, **(env or {})})
         _, status, usage = os.wait4(proc.pid, 0)
     seconds = time.perf_counter() - start
     failed = os.waitstatus_to_exitcode(status) != 0
@@ -49,7 +50,8 @@ def run(stage: str, cmd: list[str], log: Path, env: dict | None = None) -> dict:
         print(f"{stage} failed; see {log}:\n" + log.read_text()[-1500:], file=sys.stderr)
     return {"stage": stage, **({"failed": log.read_text()[-300:]} if failed else {}), "seconds": round(seconds, 2),
             "cpu_s": round(usage.ru_utime + usage.ru_stime, 2),
-            "peak_rss_mib": round(int(rss.read_text().split()[-1]) / 1024), "load_before": round(load, 2),
+            "peak_rss_mib": round(int(rss.read_text().split()[-1]) / 1024) if timed else None,
+            "load_before": round(load, 2),
             "load_after": round(os.getloadavg()[0], 2)}
 
 

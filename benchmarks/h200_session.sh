@@ -3,7 +3,8 @@
 #   bash benchmarks/h200_session.sh STEP      (from the repo root there; installed kit sourced; results to $OUT)
 # setup: the nh8b dummy-weights model, the workload, `shardgen` on PATH; starts: engine start cold then warm
 # (same cache_dir, new process each); arms: (a) and (a') in one engine; workflow: (b) with snakemake and the
-# comparison JSON; drill: kill -9 of the scheduler mid-shard; empty: a start with an empty cache_dir (warm machine).
+# comparison JSON; drill: kill -9 of the scheduler mid-shard; empty: a start with an empty cache_dir (warm machine);
+# eta: benchmarks/eta_accuracy.py on a variable-length mix; cpu: cpu_pipeline.py's prompts part on 1-16 workers.
 set -euo pipefail
 W=${VL_DIR:-/root/vl}
 CONFIG=$W/w/config.yaml
@@ -36,6 +37,16 @@ case "$1" in
   drill)
     python3 benchmarks/scheduler_drill.py --config $CONFIG --out $OUT/drill.json 2> $OUT/drill.err
     cp $W/w/results-drill/logs/generate/shard-000.log $OUT/drill-generate.log || true ;;
+  eta)  # the ETA at 10/25/50% of a 2.5x variable-length mix whose limits stop at 512 tokens (the longest request,
+        # ~15 s, well inside the first 10% of the run: see README: ETA), parts committed every 10 s
+    python3 benchmarks/variable_length.py make --out $W/eta --model /root/model/nh8b --scale 2.5 --limit-cap 512 \
+      --checkpoint-seconds 10
+    snakemake --cores 16 --resources gpu=1 --configfile $W/eta/config.yaml --until split > $OUT/eta.snakemake.log 2>&1
+    python3 benchmarks/eta_accuracy.py --config $W/eta/config.yaml --save $OUT/eta_accuracy.json > $OUT/eta.out \
+      2> $OUT/eta.err ;;
+  cpu)  # the prompts stage's scaling on the 16 cores, both tokenizers, against the floor
+    python3 benchmarks/cpu_pipeline.py --parts prompts --rows 300000 --workers 1,4,8,16 --component-rows 20000 \
+      --workdir $W/cpu --save $OUT/cpu_pipeline.json > $OUT/cpu.out 2>&1 ;;
   empty)
     python3 benchmarks/engine_start.py --config $CONFIG --cache-dir $W/empty-cache --label empty_cache_warm_machine \
       --out $OUT/starts-empty.json 2> $OUT/start-empty.err ;;

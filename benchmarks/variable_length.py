@@ -43,11 +43,13 @@ def _words(rng: random.Random, n: int) -> str:
     return " ".join("".join(rng.choices(SYLLABLES, k=rng.randint(1, 3))) for _ in range(n))
 
 
-def make(out: Path, model: str, seed: int, scale: float) -> Path:
+def make(out: Path, model: str, seed: int, scale: float, limit_cap: int | None = None,
+         checkpoint_seconds: float | None = None) -> Path:
     rng = random.Random(seed)
     out.mkdir(parents=True, exist_ok=True)
     sources = []
     for name, rows, limit in SOURCES:
+        limit = min(limit, limit_cap or limit)
         with open(out / f"{name}.jsonl", "w") as f:
             for i in range(max(1, round(rows * scale))):
                 words = min(900, max(8, int(rng.lognormvariate(4.0, 0.9))))  # median ~55 words, tail to 900
@@ -56,6 +58,8 @@ def make(out: Path, model: str, seed: int, scale: float) -> Path:
                         "sampling": {"max_new_tokens": limit}})
     config = {"results_dir": str((out / "results").resolve()), "model": {"path": model}, "engine": ENGINE, "gpus": 1,
               "shards": 1, "defaults": {"temperature": 0.8, "top_p": 1.0}, "seed": seed, "sources": sources}
+    if checkpoint_seconds:
+        config["checkpoint"] = {"every_seconds": checkpoint_seconds}
     (out / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
     return out / "config.yaml"
 
@@ -164,13 +168,15 @@ def main() -> None:
     ap.add_argument("--model", default="/root/model/nh8b")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--scale", type=float, default=1.0, help="make: rows per source x this")
+    ap.add_argument("--limit-cap", type=int, help="make: no source's max_new_tokens above this")
+    ap.add_argument("--checkpoint-seconds", type=float, help="make: commit a part at least this often")
     ap.add_argument("--config", type=Path)
     ap.add_argument("--order", default="a,a_prime", help="arms: which, in this order")
     ap.add_argument("--arms", type=Path, help="collect: the arms' JSON")
     ap.add_argument("--wall", type=float, default=0.0, help="collect: the whole workflow's wall seconds")
     args = ap.parse_args()
     if args.mode == "make":
-        print(make(args.out, args.model, args.seed, args.scale))
+        print(make(args.out, args.model, args.seed, args.scale, args.limit_cap, args.checkpoint_seconds))
     elif args.mode == "arms":
         arms(args.config, args.out, args.order.split(","))
     else:
