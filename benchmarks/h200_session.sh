@@ -37,15 +37,15 @@ case "$1" in
   drill)
     python3 benchmarks/scheduler_drill.py --config $CONFIG --out $OUT/drill.json 2> $OUT/drill.err
     cp $W/w/results-drill/logs/generate/shard-000.log $OUT/drill-generate.log || true ;;
-  eta)  # the ETA at 10/25/50% of a 2.5x variable-length mix whose limits stop at 512 tokens (the longest request,
+  eta)  # the ETA at 10/25/50% of a 2x variable-length mix whose limits stop at 512 tokens (the longest request,
         # ~15 s, well inside the first 10% of the run: see README: ETA), parts committed every 10 s
-    python3 benchmarks/variable_length.py make --out $W/eta --model /root/model/nh8b --scale 2.5 --limit-cap 512 \
+    python3 benchmarks/variable_length.py make --out $W/eta --model /root/model/nh8b --scale ${ETA_SCALE:-2} --limit-cap 512 \
       --checkpoint-seconds 10
     snakemake --cores 16 --resources gpu=1 --configfile $W/eta/config.yaml --until split > $OUT/eta.snakemake.log 2>&1
     python3 benchmarks/eta_accuracy.py --config $W/eta/config.yaml --save $OUT/eta_accuracy.json > $OUT/eta.out \
       2> $OUT/eta.err ;;
   cpu)  # the prompts stage's scaling on the 16 cores, both tokenizers, against the floor
-    python3 benchmarks/cpu_pipeline.py --parts prompts --rows 300000 --workers 1,4,8,16 --component-rows 20000 \
+    python3 benchmarks/cpu_pipeline.py --parts prompts --rows 250000 --workers 1,4,8,16 --component-rows 20000 \
       --workdir $W/cpu --save $OUT/cpu_pipeline.json > $OUT/cpu.out 2>&1 ;;
   empty)
     python3 benchmarks/engine_start.py --config $CONFIG --cache-dir $W/empty-cache --label empty_cache_warm_machine \
