@@ -3,7 +3,10 @@
 #   bash benchmarks/h200_session.sh STEP      (from the repo root there; installed kit sourced; results to $OUT)
 # setup: the nh8b dummy-weights model, the workload, `shardgen` on PATH; starts: engine start cold then warm
 # (same cache_dir, new process each); arms: (a) and (a') in one engine; workflow: (b) with snakemake and the
-# comparison JSON; drill: kill -9 of the scheduler mid-shard; empty: a start with an empty cache_dir (warm machine).
+# comparison JSON; drill: kill -9 of the scheduler mid-shard; empty: a start with an empty cache_dir (warm machine);
+# multi [ARMS]: the multi-turn benchmark (make once, then ARMS, default all four; ~2-2.5 min an arm plus a warm-up
+# per strategy, so one strategy's two arms a call fit the 10-minute limit; $MT_DIR's JSON gathers the arms across
+# calls and is copied to $OUT).
 set -euo pipefail
 W=${VL_DIR:-/root/vl}
 CONFIG=$W/w/config.yaml
@@ -39,4 +42,11 @@ case "$1" in
   empty)
     python3 benchmarks/engine_start.py --config $CONFIG --cache-dir $W/empty-cache --label empty_cache_warm_machine \
       --out $OUT/starts-empty.json 2> $OUT/start-empty.err ;;
+  multi)
+    M=${MT_DIR:-/root/mt}
+    [ -f $M/each_turn.yaml ] || python3 benchmarks/multi_turn.py make --out $M --model /root/model/nh8b
+    python3 benchmarks/multi_turn.py arms --config $M/each_turn.yaml --out $M/multi_turn.json ${2:+--arms "$2"} \
+      > $OUT/multi.log 2> $OUT/multi.err || status=$?
+    cp $M/multi_turn.json $OUT/multi_turn.json || true
+    exit ${status:-0} ;;
 esac

@@ -7,7 +7,7 @@ independent single-turn requests, each with the prefix cache off (`no_radix`) an
 
 `make` writes a seeded ShareGPT source of N conversations of 2-6 user turns (prompt words long-tailed as in
 variable_length.py) and one config (one shard, dummy weights). Every arm is a `shardgen generate` process on a
-fresh results dir (W/runs/<arm>-<strategy>, one shared engine.cache_dir, so only the first arm starts cold).
+fresh results dir (W/runs/<arm>-<strategy>), all with one engine.cache_dir (kernels compiled once, kept warm).
 each_turn runs the workflow's prompts, split and generate stages: turn t+1 is rendered and submitted when turn t
 completes. single_turn takes that arm's generated turns (turn 1's prompt_ids from its shard file, later turns'
 from its parts) and writes them as a prompts.parquet of one-turn rows with exactly those prompt_ids and limits,
@@ -17,6 +17,8 @@ Each arm is timed from its first submit to its last completion (the parts' submi
 start (attempt start to engine_started) is apart. cached_tokens per turn index shows what the radix cache reuses:
 turn t's prompt is turn t-1's prompt + answer + the next user message, so with the cache on each_turn should hit
 the earlier turns' prefix; single_turn also can, when a conversation's turns happen to share the engine.
+Before a strategy's first arm, an untimed each_turn run on a few conversations (`--warm-up`, its own engine)
+takes the first-run kernel compile and stall, so no timed arm carries it; the JSON keeps it under `warm_ups`.
 `--out` is updated after each arm (arms already in it are kept), so the arms can run in separate calls.
 """
 
@@ -27,13 +29,12 @@ import random
 import shutil
 import subprocess
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import yaml
-
 from shardgen import tables
 from shardgen.config import Config
 from shardgen.layout import ATTEMPTS, Layout
@@ -125,20 +126,22 @@ def _figures(layout: Layout, turn_of: dict[str, int]) -> dict:
                                       for t, rs in sorted(by_turn.items())}}
 
 
-def run_arm(base: Config, arm: str, label: str, strategy: str) -> dict:
+def run_arm(base: Config, arm: str, label: str, strategy: str, conversations: int | None = None) -> dict:
+    """One arm (each_turn, single_turn, or warm_up: each_turn on the first `conversations`) on a fresh results dir."""
     root = Path(base.results).parent
     layout = Layout(root / f"{arm}-{label}")
     shutil.rmtree(layout.root, ignore_errors=True)  # a fresh results dir: nothing committed to resume from
     engine = {**base.raw["engine"], "mamba_strategy": strategy}
-    config = Config.from_dict({**base.raw, "results_dir": str(layout.root), "engine": engine})
-    each_turn = Layout(root / f"each_turn-{label}")
-    if arm == "each_turn":
-        build_prompts(config, layout.prompts_dir)
-    else:
+    sources = [{**source, "limit": conversations} for source in base.raw["sources"]]
+    config = Config.from_dict({**base.raw, "results_dir": str(layout.root), "engine": engine, "sources": sources})
+    each_turn = Layout(root / f"each_turn-{label}") if arm == "single_turn" else layout
+    if arm == "single_turn":
         if not each_turn.done(0).exists():
             raise SystemExit(f"single_turn:{label} needs each_turn:{label} run first ({each_turn.root})")
         layout.prompts.parent.mkdir(parents=True, exist_ok=True)
         pq.write_table(pa.Table.from_pylist(single_turn_prompts(each_turn), schema=tables.PROMPTS), layout.prompts)
+    else:
+        build_prompts(config, layout.prompts_dir)
     split(layout.prompts, layout.split_dir, 1)
     _generate(config, layout)
     turn_of = {r["gen_key"]: r["turn"] for r in _parts(each_turn)}
@@ -147,21 +150,27 @@ def run_arm(base: Config, arm: str, label: str, strategy: str) -> dict:
             **_figures(layout, turn_of), "engine": done["engine"]}
 
 
-def arms(config_path: Path, out: Path, order: list[str], radix_strategy: str) -> dict:
+def arms(config_path: Path, out: Path, order: list[str], radix_strategy: str, warm_up: int) -> dict:
     base = Config.from_file(config_path)
     result = json.loads(out.read_text()) if out.exists() else {
         "workload": "multi_turn", "config": base.raw, "radix_strategy": radix_strategy, "first_arm": order[0],
-        "arms": {}}
+        "arms": {}, "warm_ups": {}}
     for name in order:
         arm, label = name.split(":")
-        arm_result = run_arm(base, arm, label, "no_radix" if label == "no_radix" else radix_strategy)
+        strategy = "no_radix" if label == "no_radix" else radix_strategy
+        if warm_up and label not in result["warm_ups"]:
+            # A strategy's first engine compiles kernels its cache_dir lacks and stalls (~20 s, see the README's
+            # engine-start section): a short untimed run takes that, not the first timed arm.
+            result["warm_ups"][label] = run_arm(base, "warm_up", label, strategy, warm_up)
+        arm_result = run_arm(base, arm, label, strategy)
         result["arms"][name] = arm_result
         result["sglang_version"] = (arm_result["engine"] or {}).get("version")
-        result["date"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        result["date"] = datetime.now(UTC).isoformat(timespec="seconds")
         result["each_turn_over_single_turn_output_tps"] = {
             label: round(result["arms"][f"each_turn:{label}"]["output_tps"] /
                          result["arms"][f"single_turn:{label}"]["output_tps"], 4)
-            for label in ("no_radix", "radix") if {f"each_turn:{label}", f"single_turn:{label}"} <= result["arms"].keys()}
+            for label in ("no_radix", "radix")
+            if {f"each_turn:{label}", f"single_turn:{label}"} <= result["arms"].keys()}
         out.write_text(json.dumps(result, indent=1, default=str) + "\n")
         print(json.dumps({k: v for k, v in arm_result.items() if k not in ("engine", "cached_tokens_by_turn")}),
               flush=True)
@@ -184,12 +193,14 @@ def main() -> None:
                     help="arms: which, in this order (single_turn:X after each_turn:X)")
     ap.add_argument("--radix-strategy", default="extra_buffer",
                     help="arms: the mamba_strategy of the `radix` arms (the radix cache on, overlap scheduling kept)")
+    ap.add_argument("--warm-up", type=int, default=64,
+                    help="arms: before a strategy's first arm, an untimed each_turn run on this many conversations")
     args = ap.parse_args()
     if args.mode == "make":
         print(make(args.out, args.model, args.conversations, args.max_new_tokens, args.seed, args.backend,
                    args.max_words))
     else:
-        result = arms(args.config, args.out, args.arms.split(","), args.radix_strategy)
+        result = arms(args.config, args.out, args.arms.split(","), args.radix_strategy, args.warm_up)
         print(json.dumps({"each_turn_over_single_turn_output_tps": result["each_turn_over_single_turn_output_tps"]}))
 
 
