@@ -4,9 +4,9 @@
 # setup: the nh8b dummy-weights model, the workload, `shardgen` on PATH; starts: engine start cold then warm
 # (same cache_dir, new process each); arms: (a) and (a') in one engine; workflow: (b) with snakemake and the
 # comparison JSON; drill: kill -9 of the scheduler mid-shard; empty: a start with an empty cache_dir (warm machine);
-# multi [ARMS]: the multi-turn benchmark (make once, then ARMS, default all four; ~2-2.5 min an arm plus a warm-up
-# per strategy, so one strategy's two arms a call fit the 10-minute limit; $MT_DIR's JSON gathers the arms across
-# calls and is copied to $OUT).
+# multi [ARMS]: the multi-turn benchmark (make once, then ARMS, default all four); one arm a call for the full
+# workload (a no_radix arm is mostly prefill: several minutes); $MT_DIR's JSON gathers the arms across calls and
+# is copied to $OUT.
 set -euo pipefail
 W=${VL_DIR:-/root/vl}
 CONFIG=$W/w/config.yaml

@@ -17,6 +17,10 @@ Each arm is timed from its first submit to its last completion (the parts' submi
 start (attempt start to engine_started) is apart. cached_tokens per turn index shows what the radix cache reuses:
 turn t's prompt is turn t-1's prompt + answer + the next user message, so with the cache on each_turn should hit
 the earlier turns' prefix; single_turn also can, when a conversation's turns happen to share the engine.
+On the kit's dummy models (make_model.py) an answer's history is roughly 6-7x its output tokens: the tokenizer is a
+4,000-token BPE padded to the model's vocab with " vNNNNN" tokens, which random weights mostly sample and which
+re-encode as several tokens each; so this workload is prefill-heavy and late turns can exceed the 8,192 context
+(`context_exhausted`: the conversation ends; single_turn takes only generated turns).
 Before a strategy's first arm, an untimed each_turn run on a few conversations (`--warm-up`, its own engine)
 takes the first-run kernel compile and stall, so no timed arm carries it; the JSON keeps it under `warm_ups`.
 `--out` is updated after each arm (arms already in it are kept), so the arms can run in separate calls.
@@ -107,7 +111,8 @@ def _generate(config: Config, layout: Layout) -> None:
 
 
 def _figures(layout: Layout, turn_of: dict[str, int]) -> dict:
-    rows = [r for r in _parts(layout) if r["finish_reason"] in GENERATED]
+    parts = _parts(layout)
+    rows = [r for r in parts if r["finish_reason"] in GENERATED]
     wall = (max(r["finished_at"] for r in rows) - min(r["submitted_at"] for r in rows)).total_seconds()
     tokens = sum(r["completion_tokens"] for r in rows)
     by_turn: dict[int, list[dict]] = {}
@@ -116,7 +121,8 @@ def _figures(layout: Layout, turn_of: dict[str, int]) -> dict:
     events = [json.loads(x) for x in (layout.shard_dir(0) / ATTEMPTS).read_text().splitlines()]
     started = next(datetime.fromisoformat(e["started_at"]) for e in events if "started_at" in e)
     ready = next(datetime.fromisoformat(e["at"]) for e in events if e.get("event") == "engine_started")
-    return {"requests": len(rows), "completion_tokens": tokens, "prompt_tokens": sum(r["prompt_tokens"] for r in rows),
+    return {"requests": len(rows), "context_exhausted": sum(r["finish_reason"] == "context_exhausted" for r in parts),
+            "completion_tokens": tokens, "prompt_tokens": sum(r["prompt_tokens"] for r in rows),
             "wall_s": round(wall, 2), "output_tps": round(tokens / wall, 1),
             "engine_start_s": round((ready - started).total_seconds(), 1),
             "cached_tokens": sum(r["cached_tokens"] for r in rows),
