@@ -199,7 +199,7 @@ def main() -> None:
                     help="arms: which, in this order (single_turn:X after each_turn:X)")
     ap.add_argument("--radix-strategy", default="extra_buffer",
                     help="arms: the mamba_strategy of the `radix` arms (the radix cache on, overlap scheduling kept)")
-    ap.add_argument("--warm-up", type=int, default=64,
+    ap.add_argument("--warm-up", type=int, default=16,
                     help="arms: before a strategy's first arm, an untimed each_turn run on this many conversations")
     args = ap.parse_args()
     if args.mode == "make":
