@@ -5,6 +5,9 @@
 # (same cache_dir, new process each); arms: (a) and (a') in one engine; workflow: (b) with snakemake and the
 # comparison JSON; drill: kill -9 of the scheduler mid-shard; empty: a start with an empty cache_dir (warm machine);
 # eta: benchmarks/eta_accuracy.py on a variable-length mix; cpu: cpu_pipeline.py's prompts part on 1-16 workers.
+# multi [ARMS]: the multi-turn benchmark (make once, then ARMS, default all four); one arm a call for the full
+# workload (a no_radix arm is mostly prefill: several minutes); $MT_DIR's JSON gathers the arms across calls and
+# is copied to $OUT. MT_MAKE: extra `make` flags (e.g. "--conversations 300") for the first call.
 set -euo pipefail
 W=${VL_DIR:-/root/vl}
 CONFIG=$W/w/config.yaml
@@ -50,4 +53,11 @@ case "$1" in
   empty)
     python3 benchmarks/engine_start.py --config $CONFIG --cache-dir $W/empty-cache --label empty_cache_warm_machine \
       --out $OUT/starts-empty.json 2> $OUT/start-empty.err ;;
+  multi)
+    M=${MT_DIR:-/root/mt}
+    [ -f $M/each_turn.yaml ] || python3 benchmarks/multi_turn.py make --out $M --model /root/model/nh8b ${MT_MAKE:-}
+    python3 benchmarks/multi_turn.py arms --config $M/each_turn.yaml --out $M/multi_turn.json ${2:+--arms "$2"} \
+      > $OUT/multi.log 2> $OUT/multi.err || status=$?
+    cp $M/multi_turn.json $OUT/multi_turn.json || true
+    exit ${status:-0} ;;
 esac
