@@ -1,4 +1,5 @@
 import json
+import sys
 from pathlib import Path
 
 from shardgen.config import Config
@@ -48,9 +49,11 @@ def shard_parts_dir(wildcards):
 
 
 def prompts_threads():
-    """prompts.workers, else every core snakemake was given (it caps threads at --cores). On Slurm the job gets
-    profiles/slurm's cpus_per_task and its own snakemake (--cores all) sees those cores."""
-    return CONFIG.prompts.workers or workflow.cores
+    """prompts.workers, else every core this snakemake was given (it caps threads at --cores). A snakemake that
+    submits to Slurm has no --cores (reading workflow.cores there raises): the job asks for profiles/slurm's
+    cpus_per_task, and its own snakemake (--cores all) sees those cores."""
+    cores = workflow.resource_settings.cores
+    return CONFIG.prompts.workers or (cores if cores and cores != sys.maxsize else 1)
 
 
 def output_dir(wildcards, output):
