@@ -2,6 +2,8 @@ import json
 import sys
 from pathlib import Path
 
+from snakemake.utils import available_cpu_count
+
 from shardgen.config import Config
 from shardgen.figures import FIGURES
 from shardgen.layout import SHARD_REGEX, SHARD_WILDCARD as SHARD, Layout, shard_ids
@@ -49,11 +51,12 @@ def shard_parts_dir(wildcards):
 
 
 def prompts_threads():
-    """prompts.workers, else every core this snakemake was given (it caps threads at --cores). A snakemake that
-    submits to Slurm has no --cores (reading workflow.cores there raises): the job asks for profiles/slurm's
-    cpus_per_task, and its own snakemake (--cores all) sees those cores."""
+    """prompts.workers, else the cores this snakemake was given (it caps threads at --cores; `--jobs unlimited`, a
+    local run's alias for --cores, means every core). A snakemake that submits to Slurm has no --cores (reading
+    workflow.cores raises there) and the rule's threads do not size the job: profiles/slurm's cpus_per_task does,
+    and the job's own snakemake (--cores all) gives the rule those cores."""
     cores = workflow.resource_settings.cores
-    return CONFIG.prompts.workers or (cores if cores and cores != sys.maxsize else 1)
+    return CONFIG.prompts.workers or (available_cpu_count() if cores == sys.maxsize else cores) or 1
 
 
 def output_dir(wildcards, output):
