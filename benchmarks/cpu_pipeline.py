@@ -46,6 +46,7 @@ def run(stage: str, cmd: list[str], log: Path, env: dict | None = None) -> dict:
         _, status, usage = os.wait4(proc.pid, 0)
     seconds = time.perf_counter() - start
     failed = os.waitstatus_to_exitcode(status) != 0
+    print(f"{stage}: {seconds:.1f} s", file=sys.stderr, flush=True)
     if failed:
         print(f"{stage} failed; see {log}:\n" + log.read_text()[-1500:], file=sys.stderr)
     return {"stage": stage, **({"failed": log.read_text()[-300:]} if failed else {}), "seconds": round(seconds, 2),
@@ -69,14 +70,19 @@ def shardgen(config: Path, *args: str) -> list[str]:
     return [sys.executable, "-m", "shardgen.cli", "--config", str(config), *args]
 
 
-def bench_prompts(args, work: Path) -> list[dict]:
+TOKENIZERS = {"demo": "demo (2,048)", "bpe": "bpe (131,072)"}
+
+
+def bench_prompts(args, work: Path, save) -> list[dict]:
+    """save(entries) after each tokenizer, so a run cut short keeps what it measured."""
     from shardgen.demo_model import build
 
     demo = build(work / "demo-model", CORPUS)
-    models = {"demo (2,048)": demo, "bpe (131,072)": train_bpe(work / "bpe-model", demo, 131072)}
     source = write_source(work / "source.jsonl", args.rows)
     out = []
-    for label, model in models.items():
+    for name in args.tokenizers:
+        label = TOKENIZERS[name]
+        model = demo if name == "demo" else train_bpe(work / "bpe-model", demo, 131072)
         config = config_for(work / label.split()[0], model, source, 1, 512)
         entry = {"tokenizer": label, "runs": []}
         for workers in args.workers:
@@ -96,6 +102,7 @@ def bench_prompts(args, work: Path) -> list[dict]:
             r["over_floor"] = round(r["seconds"] / entry["floor"]["encode_batch_s"], 2)  # wall / floor CPU
             r["cpu_over_floor"] = round(r["cpu_s"] / entry["floor"]["encode_batch_s"], 2)
         out.append(entry)
+        save(out)
     return out
 
 
@@ -142,6 +149,8 @@ def main() -> None:
     ap.add_argument("--component-rows", type=int, default=50_000, help="rows of the per-change measurements")
     ap.add_argument("--scale-rows", type=lambda s: [int(r) for r in s.split(",") if r], default=[1_000_000, 4_000_000])
     ap.add_argument("--parts", choices=["prompts", "scale", "both"], default="both")
+    ap.add_argument("--tokenizers", type=lambda s: s.split(","), default=list(TOKENIZERS),
+                    help=f"of the prompts part, comma-separated: {','.join(TOKENIZERS)}")
     ap.add_argument("--out-tokens", type=int, default=256)
     ap.add_argument("--shards", type=int, default=8)
     ap.add_argument("--workdir", type=Path, default=None)
@@ -160,8 +169,7 @@ def main() -> None:
         args.save.write_text(json.dumps(result, indent=1) + "\n")
 
     if args.parts in ("prompts", "both"):
-        result["prompts"] = bench_prompts(args, work)
-        save()
+        bench_prompts(args, work, lambda entries: (result.update(prompts=entries), save()))
     if args.parts in ("scale", "both"):
         result["scale"] = []
         for rows in args.scale_rows:
