@@ -19,10 +19,12 @@ class ChatEncoder:
     when that gives the same text as rendering row by row, which is checked on probes and on each batch's first
     row; otherwise row by row with the same compiled template. Ids come from the Rust tokenizer directly."""
 
-    def __init__(self, tokenizer, template: str):
+    def __init__(self, template: str, special_tokens: dict, backend=None, slow_tokenizer=None):
+        """backend: a `tokenizers.Tokenizer`; slow_tokenizer: a Python (slow) transformers tokenizer, without one."""
         from transformers.utils.chat_template_utils import _compile_jinja_template
 
-        self.tokenizer, self.special_tokens = tokenizer, dict(tokenizer.special_tokens_map)
+        self.template, self.special_tokens = template, special_tokens
+        self.backend, self.slow_tokenizer = backend, slow_tokenizer
         self.row_template = _compile_jinja_template(template)
         try:
             self.batch_template = _compile_jinja_template(
@@ -30,10 +32,32 @@ class ChatEncoder:
         except Exception as err:  # jinja raises several types; any means "render row by row"
             log.info("chat template cannot be rendered by batch (%s); rendering row by row", err)
             self.batch_template = None
-        self.backend = tokenizer.backend_tokenizer if tokenizer.is_fast else None
-        if self.backend is not None:
-            # a call sets the backend's truncation, padding and special-token splitting as transformers would
-            tokenizer(["probe"], add_special_tokens=False)
+
+    @classmethod
+    def of(cls, tokenizer, template: str) -> "ChatEncoder":
+        """From a loaded transformers tokenizer."""
+        special_tokens = dict(tokenizer.special_tokens_map)
+        if not tokenizer.is_fast:
+            return cls(template, special_tokens, slow_tokenizer=tokenizer)
+        # a call sets the backend's truncation, padding and special-token splitting as transformers would
+        tokenizer(["probe"], add_special_tokens=False)
+        return cls(template, special_tokens, backend=tokenizer.backend_tokenizer)
+
+    def portable(self) -> dict | None:
+        """What another process needs to build this encoder without loading the transformers tokenizer (its
+        imports cost a prompts worker seconds of CPU, ~19 s on a GPU host with torch); None for a slow tokenizer."""
+        if self.backend is None:
+            return None
+        return {"template": self.template, "special_tokens": self.special_tokens,
+                "tokenizer_json": self.backend.to_str(), "encode_special_tokens": self.backend.encode_special_tokens}
+
+    @classmethod
+    def from_portable(cls, spec: dict) -> "ChatEncoder":
+        from tokenizers import Tokenizer
+
+        backend = Tokenizer.from_str(spec["tokenizer_json"])
+        backend.encode_special_tokens = spec["encode_special_tokens"]
+        return cls(spec["template"], spec["special_tokens"], backend=backend)
 
     def _render_rows(self, conversations: list[list[dict]], kwargs: dict) -> list[str]:
         return [self.row_template.render(messages=c, tools=None, documents=None, add_generation_prompt=True,
@@ -57,8 +81,8 @@ class ChatEncoder:
 
     def ids(self, texts: list[str]) -> list[list[int]]:
         tokenizer_fault_point(texts)
-        if self.backend is None:  # a slow (Python) tokenizer
-            return self.tokenizer(texts, add_special_tokens=False).input_ids
+        if self.backend is None:
+            return self.slow_tokenizer(texts, add_special_tokens=False).input_ids
         return [e.ids for e in self.backend.encode_batch_fast(texts, add_special_tokens=False)]
 
     def encode(self, conversations: list[list[dict]], kwargs: dict) -> list[list[int]]:

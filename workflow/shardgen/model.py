@@ -89,7 +89,7 @@ class ModelInfo:
     def chat(self):
         from shardgen.chat import ChatEncoder
 
-        return ChatEncoder(self.tokenizer, self.template)
+        return ChatEncoder.of(self.tokenizer, self.template)
 
     def encode(self, messages: list[dict], template_kwargs: dict) -> list[int]:
         return self.encode_batch([messages], template_kwargs)[0]

@@ -6,11 +6,11 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 
 from shardgen import ShardgenError, tables
+from shardgen.chat import ChatEncoder
 from shardgen.config import Config
 from shardgen.config_sections import SourceConfig
 from shardgen.formats import RowError, conversation
 from shardgen.keys import conversation_prompt_id, gen_key_of
-from shardgen.model import ModelInfo
 from shardgen.sources import Chunk
 
 
@@ -43,8 +43,8 @@ class SourcePlan:
 
 
 class ChunkProcessor:
-    def __init__(self, config: Config, fingerprint: dict):
-        self.model = ModelInfo.from_config(config.model)
+    def __init__(self, config: Config, fingerprint: dict, chat: ChatEncoder):
+        self.chat = chat
         self.plans = [SourcePlan(config, source, fingerprint) for source in config.sources]
 
     def process(self, chunk: Chunk) -> ChunkResult:
@@ -91,7 +91,7 @@ class ChunkProcessor:
         template's few header tokens are left out); each turn adds max_new_tokens."""
         new = plan.sampling["max_new_tokens"]
         later = [u for c in convs for u in c.turns[1:]]
-        user_tokens = iter(map(len, self.model.chat.ids(later))) if later else iter(())
+        user_tokens = iter(map(len, self.chat.ids(later))) if later else iter(())
         work = []
         for conv, prompt in zip(convs, lengths):
             total = prompt + new
@@ -105,13 +105,13 @@ class ChunkProcessor:
         if not messages:
             return []
         try:
-            return self.model.encode_batch(messages, plan.template_kwargs)
+            return self.chat.encode(messages, plan.template_kwargs)
         except BaseException as err:  # a Rust panic is a BaseException; find the row that causes it
             if isinstance(err, (KeyboardInterrupt, SystemExit)):
                 raise
             for row, conv in zip(rows, messages):
                 try:
-                    self.model.encode_batch([conv], plan.template_kwargs)
+                    self.chat.encode([conv], plan.template_kwargs)
                 except BaseException as row_err:
                     if isinstance(row_err, (KeyboardInterrupt, SystemExit)):
                         raise

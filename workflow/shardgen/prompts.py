@@ -3,6 +3,7 @@ Workers process fixed chunks of rows; this process reads, dedupes in source orde
 the same (byte for byte) whatever the number of workers."""
 
 import os
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,7 +34,9 @@ class SourceTally:
 
 
 class Writers:
-    """prompts, rejected and duplicates, streamed; kept rows buffered into row groups of ROW_GROUP_ROWS."""
+    """prompts, rejected and duplicates, streamed; kept rows buffered into row groups of ROW_GROUP_ROWS. A row
+    group is compressed and written in a thread (Arrow releases the GIL) while this process reads the next
+    results: with many workers this process is the stage's bottleneck. One write in flight; order is kept."""
 
     def __init__(self, stack: ExitStack, out_dir: Path):
         def writer(name, schema):
@@ -43,6 +46,9 @@ class Writers:
         self.rejected = writer("rejected", tables.REJECTED)
         self.duplicates = writer("duplicates", tables.DUPLICATES)
         self.pending: list[pa.RecordBatch] = []
+        self.thread = stack.enter_context(ThreadPoolExecutor(1, thread_name_prefix="prompts-writer"))
+        self.writing: Future | None = None
+        stack.callback(self._wait)  # before the writers close (the stack unwinds in reverse)
 
     def keep(self, batch: pa.RecordBatch) -> None:
         self.pending.append(batch)
@@ -53,8 +59,18 @@ class Writers:
         if not self.pending:
             return
         table = pa.Table.from_batches(self.pending, schema=tables.PROMPTS)
-        self.prompts.write_table(table, row_group_size=max(1, table.num_rows))
         self.pending = []
+        self._wait()
+        self.writing = self.thread.submit(self.prompts.write_table, table, row_group_size=max(1, table.num_rows))
+
+    def finish(self) -> None:
+        self.flush()
+        self._wait()
+
+    def _wait(self) -> None:
+        if self.writing is not None:
+            writing, self.writing = self.writing, None
+            writing.result()  # a failed write raises here
 
 
 class Deduper:
@@ -116,10 +132,10 @@ def build_prompts(config: Config, out_dir: Path, workers: int | None = None) -> 
         bars = [stack.enter_context(tqdm(desc=f"prompts {s.name}", unit="row", mininterval=5))
                 for s in sources]
         chunks = (chunk for chunk_iter, _, _ in opened for chunk in chunk_iter)
-        for result in chunk_results(config, model.fingerprint, chunks, workers):
+        for result in chunk_results(config, model, chunks, workers):
             deduper.add(result, tallies[result.source])
             bars[result.source].update(result.rows_read)
-        writers.flush()
+        writers.finish()
     write_table(pa.Table.from_pylist([
         {"source": s.name, "origin": origin, "fingerprint": fingerprint, "rows_read": t.rows_read,
          "system_replaced": t.system_replaced} for s, (_, origin, fingerprint), t in zip(sources, opened, tallies)],
