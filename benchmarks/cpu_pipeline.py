@@ -24,6 +24,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -73,20 +74,18 @@ def shardgen(config: Path, *args: str) -> list[str]:
 TOKENIZERS = {"demo": "demo (2,048)", "bpe": "bpe (131,072)"}
 
 
-def bench_prompts(args, work: Path, save) -> list[dict]:
-    """save(entries) after each tokenizer, so a run cut short keeps what it measured."""
+def bench_prompts(args, work: Path) -> Iterator[dict]:
+    """One entry per tokenizer, yielded as it is measured (the caller saves each: a run cut short keeps them)."""
     from shardgen.demo_model import build
 
     demo = build(work / "demo-model", CORPUS)
     source = write_source(work / "source.jsonl", args.rows)
-    out = []
     for name in args.tokenizers:
-        label = TOKENIZERS[name]
         model = demo if name == "demo" else train_bpe(work / "bpe-model", demo, 131072)
-        config = config_for(work / label.split()[0], model, source, 1, 512)
-        entry = {"tokenizer": label, "runs": []}
+        config = config_for(work / name, model, source, 1, 512)
+        entry = {"tokenizer": TOKENIZERS[name], "runs": []}
         for workers in args.workers:
-            prompts_dir = work / label.split()[0] / f"prompts-w{workers}"
+            prompts_dir = work / name / f"prompts-w{workers}"
             entry["runs"].append({"workers": workers, **run(f"prompts w{workers}", shardgen(
                 config, "prompts", "--out", str(prompts_dir), "--workers", str(workers)), work / "prompts.log")})
         floor_json = work / "floor.json"
@@ -101,9 +100,7 @@ def bench_prompts(args, work: Path, save) -> list[dict]:
             r["speedup_vs_1"] = round(first["seconds"] / r["seconds"], 2) if first["workers"] == 1 else None
             r["over_floor"] = round(r["seconds"] / entry["floor"]["encode_batch_s"], 2)  # wall / floor CPU
             r["cpu_over_floor"] = round(r["cpu_s"] / entry["floor"]["encode_batch_s"], 2)
-        out.append(entry)
-        save(out)
-    return out
+        yield entry
 
 
 def bench_scale(args, work: Path, rows: int) -> dict:
@@ -156,6 +153,8 @@ def main() -> None:
     ap.add_argument("--workdir", type=Path, default=None)
     ap.add_argument("--save", type=Path, default=REPO / "benchmarks" / "results" / "cpu_pipeline.json")
     args = ap.parse_args()
+    if unknown := sorted(set(args.tokenizers) - set(TOKENIZERS)):
+        ap.error(f"--tokenizers: unknown {unknown}; choose from {','.join(TOKENIZERS)}")
     work = args.workdir or Path(tempfile.mkdtemp(prefix="shardgen-bench-"))
     work.mkdir(parents=True, exist_ok=True)
     random.seed(0)
@@ -169,7 +168,10 @@ def main() -> None:
         args.save.write_text(json.dumps(result, indent=1) + "\n")
 
     if args.parts in ("prompts", "both"):
-        bench_prompts(args, work, lambda entries: (result.update(prompts=entries), save()))
+        result["prompts"] = []
+        for entry in bench_prompts(args, work):
+            result["prompts"].append(entry)
+            save()
     if args.parts in ("scale", "both"):
         result["scale"] = []
         for rows in args.scale_rows:

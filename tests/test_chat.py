@@ -46,8 +46,8 @@ def test_an_encoder_rebuilt_from_its_portable_form_gives_the_same_text_and_ids(d
 
 
 def test_a_portable_encoder_is_built_without_the_transformers_tokenizer_or_torch(demo_model, tmp_path):
-    """A prompts worker builds one: importing transformers' tokenizer (and torch) took ~19 s of CPU per worker on
-    a 16-core GPU host, as long as the worker's share of 200K rows."""
+    """A prompts worker builds one: importing transformers' tokenizer (and torch) cost ~18.5 s of CPU per worker
+    on a 16-core GPU host, against ~2.5 s of rows per worker at 16 workers and 200K rows."""
     import pickle
     import subprocess
     import sys

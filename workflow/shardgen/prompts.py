@@ -47,8 +47,7 @@ class Writers:
         self.duplicates = writer("duplicates", tables.DUPLICATES)
         self.pending: list[pa.RecordBatch] = []
         self.thread = stack.enter_context(ThreadPoolExecutor(1, thread_name_prefix="prompts-writer"))
-        self.writing: Future | None = None
-        stack.callback(self._wait)  # before the writers close (the stack unwinds in reverse)
+        self.writing: Future | None = None  # the executor, closed first, lets it finish before the writers close
 
     def keep(self, batch: pa.RecordBatch) -> None:
         self.pending.append(batch)
