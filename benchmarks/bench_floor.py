@@ -13,9 +13,9 @@ from pathlib import Path
 import pyarrow as pa
 
 from shardgen import tables
-from shardgen.formats import conversation
+from shardgen.prompts.formats import conversation
 from shardgen.keys import gen_key, gen_key_of, prompt_id
-from shardgen.model import ModelInfo
+from shardgen.target_model import ModelInfo
 
 BATCH = 2048
 

@@ -17,12 +17,12 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from shardgen import eta
-from shardgen.attempts import read_attempts
+from shardgen.report import eta
+from shardgen.generate.attempts import read_attempts
 from shardgen.config import Config
 from shardgen.layout import Layout
-from shardgen.parts import part_files
-from shardgen.status import status
+from shardgen.generate.checkpoint import part_files
+from shardgen.report.status import status
 
 MARKS = (0.1, 0.25, 0.5)
 

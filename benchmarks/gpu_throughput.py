@@ -22,9 +22,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from shardgen.config import Config
-from shardgen.driver import run_prompts, window
+from shardgen.generate.driver import run_prompts, window
 from shardgen.engines.session import open_engine
-from shardgen.model import ModelInfo
+from shardgen.target_model import ModelInfo
 from shardgen.tune.measure import metrics
 
 PROMPTS = Path(__file__).parent / "data" / "prompts.jsonl"
@@ -113,7 +113,7 @@ def grid(args, workdir: Path) -> dict:
     """`shardgen tune` on the benchmark prompts, from START (the original slow run's settings): the hybrid
     settings side by side, each with a fresh engine, `--count` of them per call (it resumes)."""
     from shardgen.layout import Layout
-    from shardgen.prompts import build_prompts
+    from shardgen.prompts.stage import build_prompts
     from shardgen.tune import tune
 
     engine = {"backend": "sglang", "mem_fraction_static": args.mem, **START}

@@ -42,8 +42,8 @@ import yaml
 from shardgen import tables
 from shardgen.config import Config
 from shardgen.layout import ATTEMPTS, Layout
-from shardgen.prompts import build_prompts
-from shardgen.split import split
+from shardgen.prompts.stage import build_prompts
+from shardgen.prompts.split import split
 
 SGLANG = {"backend": "sglang", "mem_fraction_static": 0.85, "max_running_requests": 256,
           "args": {"load_format": "dummy", "attention_backend": "fa3", "mamba_ssm_dtype": "bfloat16"}}

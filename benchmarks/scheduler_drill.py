@@ -20,12 +20,12 @@ from pathlib import Path
 
 import duckdb
 import yaml
-from shardgen import eta
-from shardgen.attempts import read_attempts
+from shardgen.report import eta
+from shardgen.generate.attempts import read_attempts
 from shardgen.config import Config
 from shardgen.layout import Layout
-from shardgen.parts import part_files
-from shardgen.status import status
+from shardgen.generate.checkpoint import part_files
+from shardgen.report.status import status
 
 
 def _parent(pid: str) -> int:

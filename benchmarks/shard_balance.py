@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 
-from shardgen.split import assign
+from shardgen.prompts.split import assign
 
 
 def shard_finish(decode_s: list[float], slots: int) -> float:

@@ -18,10 +18,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from shardgen import tables
-from shardgen.attempts import start_attempt
+from shardgen.generate.attempts import start_attempt
 from shardgen.layout import Layout, telemetry_path
-from shardgen.parts import PartWriter
-from shardgen.status import status
+from shardgen.generate.checkpoint import PartWriter
+from shardgen.report.status import status
 
 ENGINE = {"mem_fraction_static": 0.9, "max_running_requests": None}
 

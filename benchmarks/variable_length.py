@@ -30,7 +30,7 @@ import yaml
 from shardgen import db, tables
 from shardgen.config import Config
 from shardgen.layout import ATTEMPTS, Layout, parts_glob, telemetry_glob
-from shardgen.model import ModelInfo
+from shardgen.target_model import ModelInfo
 
 SOURCES = [  # name, rows, max_new_tokens: config/config.yaml's order
     ("reasoning", 30, 3072), ("web", 60, 1536), ("code", 200, 768), ("chat", 2400, 256)]
@@ -103,8 +103,8 @@ def run_arm(engine, rows: list[dict], name: str, shard_dir: Path) -> dict:
 
 def prepare_inputs(config: Config) -> Layout:
     """The workflow's own prompts and split stages, run once: every arm reads these input_ids."""
-    from shardgen.prompts import build_prompts
-    from shardgen.split import split
+    from shardgen.prompts.stage import build_prompts
+    from shardgen.prompts.split import split
 
     layout = Layout(config.results)
     if not layout.split(0).exists():

@@ -3,6 +3,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import yaml
 
 REPO = Path(__file__).resolve().parent.parent
 DEMO = REPO / "config" / "demo"
+FAKE = Path(__file__).resolve().parent / "fake_sglang"
 
 
 @pytest.fixture(scope="session")
@@ -90,3 +92,16 @@ def own_group(proc: subprocess.Popen, grace_s: float = 30.0):
         with suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)  # what is left of the group: the child's own children
         proc.wait()
+
+
+@pytest.fixture
+def fake_sglang(monkeypatch):
+    """tests/fake_sglang imported as `sglang`, and no compiled-kernel cache variable set."""
+    from shardgen.engines.kernel_cache import CACHE_VARS
+
+    monkeypatch.syspath_prepend(str(FAKE))
+    for name in [m for m in sys.modules if m == "sglang" or m.startswith("sglang.")]:
+        monkeypatch.delitem(sys.modules, name)
+    for var in CACHE_VARS:  # set then removed: monkeypatch restores each to its state before the test
+        monkeypatch.setenv(var, "")
+        monkeypatch.delenv(var)

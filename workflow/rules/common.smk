@@ -5,10 +5,10 @@ from pathlib import Path
 from snakemake.utils import available_cpu_count
 
 from shardgen.config import Config
-from shardgen.figures import FIGURES
+from shardgen.report.figures import FIGURES
 from shardgen.layout import SHARD_REGEX, SHARD_WILDCARD as SHARD, Layout, shard_ids
 from shardgen.locks import clear_stale_locks
-from shardgen.sources import check_readable
+from shardgen.prompts.sources import check_readable
 
 
 # Snakemake's config schema validation, done by Config.from_dict (one path for the workflow and the CLI) against

@@ -1,6 +1,6 @@
 # Stage 4 and 5: the final dataset and training export, then the DuckDB report.
 # On a cluster, merge is a cluster job (it streams the whole dataset); report is local (small queries).
-from shardgen.exports import EXPORTS, MANIFEST as EXPORTS_MANIFEST
+from shardgen.merge.exports import EXPORTS, MANIFEST as EXPORTS_MANIFEST
 
 
 rule merge:
@@ -11,7 +11,7 @@ rule merge:
         dataset=LAYOUT.dataset,
         train=LAYOUT.train,
         failed=LAYOUT.failed,
-        # the conversation-level exports (shardgen/exports.py), written by merge where Layout puts them
+        # the conversation-level exports (shardgen/merge/exports.py), written by merge where Layout puts them
         exports=[LAYOUT.export(name) for name in EXPORTS],
         exports_manifest=LAYOUT.export(EXPORTS_MANIFEST),
     log:

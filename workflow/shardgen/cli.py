@@ -37,14 +37,14 @@ def cmd_demo_model(args):
 
 
 def cmd_prompts(args):
-    from shardgen.prompts import build_prompts
+    from shardgen.prompts.stage import build_prompts
 
     counts = build_prompts(_config(args), Path(args.out), workers=args.workers)
     print(json.dumps(counts, indent=1))
 
 
 def cmd_split(args):
-    from shardgen.split import split
+    from shardgen.prompts.split import split
 
     config = _config(args)
     loads = split(Layout(config.results).prompts, Path(args.out), config.n_shards)
@@ -56,8 +56,8 @@ class Interrupted(KeyboardInterrupt):
 
 
 def cmd_generate(args):
-    from shardgen.generate import generate_shard
-    from shardgen.parts import part_files
+    from shardgen.generate.shard import generate_shard
+    from shardgen.generate.checkpoint import part_files
 
     config = _config(args)
     try:
@@ -71,7 +71,7 @@ def cmd_generate(args):
 def cmd_retry(args):
     """Generate again the failed prompts of every shard (or those named) that failed fewer than --limit times;
     rewrite their done files so merge and report run again."""
-    from shardgen.generate import generate_shard
+    from shardgen.generate.shard import generate_shard
 
     config = _config(args)
     layout = Layout(config.results)
@@ -89,9 +89,9 @@ def cmd_retry(args):
 
 
 def cmd_merge(args):
-    from shardgen.freshness import check_prompt_set
-    from shardgen.exports import write_manifest
-    from shardgen.merge import merge
+    from shardgen.merge.freshness import check_prompt_set
+    from shardgen.merge.exports import write_manifest
+    from shardgen.merge.dataset import merge
 
     config = _config(args)
     layout = Layout(config.results)
@@ -102,7 +102,7 @@ def cmd_merge(args):
 
 
 def cmd_report(args):
-    from shardgen.report import report
+    from shardgen.report.summary import report
 
     record = report(_config(args), [Path(p) for p in args.outputs], [Path(p) for p in args.done], Path(args.out))
     print(json.dumps({k: v for k, v in record.items() if not isinstance(v, list)}, indent=1))
@@ -150,7 +150,7 @@ def _hardware(args) -> tuple[Path | None, str | None, dict, str | None]:
 
 
 def cmd_diagnose(args):
-    from shardgen.diagnose import render, report
+    from shardgen.report.diagnose import render, report
 
     layout = Layout(_results_dir(args))
     paths = [Path(p) for p in args.paths] or layout.shards_with_telemetry()
@@ -182,8 +182,8 @@ def cmd_tune(args):
 
 
 def cmd_status(args):
-    from shardgen import eta
-    from shardgen.status import status
+    from shardgen.report import eta
+    from shardgen.report.status import status
 
     layout = Layout(_results_dir(args))
     while True:
@@ -197,14 +197,14 @@ def cmd_status(args):
 
 
 def cmd_forecast(args):
-    from shardgen import forecast as fc
+    from shardgen.report import forecast as fc
 
     result = fc.from_options(args, _full_config(args), Layout(_results_dir(args)))
     print(json.dumps(result, indent=1) if args.json else fc.render(result))
 
 
 def cmd_reset(args):
-    from shardgen.reset import reset_shard
+    from shardgen.generate.reset import reset_shard
 
     layout = Layout(_results_dir(args))
     moved = reset_shard(layout, args.shard)

@@ -1,10 +1,10 @@
 """README's `## Configuration` key table and its list of input formats, rendered from the schema (defaults and
-descriptions) and shardgen.formats (the formats): `python -m shardgen.config_doc` prints both."""
+descriptions) and shardgen.prompts.formats (the formats): `python -m shardgen.config_doc` prints both."""
 
 import json
 
 from shardgen.config_schema import schema
-from shardgen.formats import FORMATS
+from shardgen.prompts.formats import FORMATS
 
 
 def _rows(node: dict, prefix: str = ""):

@@ -6,7 +6,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from shardgen.engines import Engine, create_engine
-from shardgen.watchdog import Watchdog
+from shardgen.engines.watchdog import Watchdog
 
 
 @contextmanager

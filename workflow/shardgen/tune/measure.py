@@ -16,13 +16,15 @@ from pathlib import Path
 import duckdb
 import pyarrow.parquet as pq
 
-from shardgen import db, gpu_lease, tables
+from shardgen import db, tables
+
+from shardgen.generate import gpu_lease
 from shardgen.layout import parts_glob, telemetry_glob
 from shardgen.atomic import write_text
 from shardgen.config import Config
-from shardgen.driver import run_prompts, window
+from shardgen.generate.driver import run_prompts, window
 from shardgen.engines.session import open_engine
-from shardgen.model import ModelInfo
+from shardgen.target_model import ModelInfo
 
 log = logging.getLogger(__name__)
 

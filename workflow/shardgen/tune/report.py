@@ -8,7 +8,7 @@ import yaml
 
 from shardgen.atomic import write_text
 from shardgen.engines.sglang_args import GRAPH_LIMIT_FIELDS, STRATEGY_FIELDS
-from shardgen.report import markdown_table
+from shardgen.report.summary import markdown_table
 
 COLUMNS = ("setting", "status", "steady_decode_tps", "output_tps", "running_max", "mamba_usage_max", "kv_usage_max",
            "eager_decode_lines", "engine_start_s")

@@ -1,0 +1,165 @@
+"""The real SGLang adapter against tests/fake_sglang (no GPU: nothing here claims one ran)."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from shardgen.cli import main
+from shardgen.config import Config, ConfigError
+from shardgen.engines.sglang_args import build_server_args, graph_limit, logged_server_args, mamba_strategy
+from shardgen.layout import Layout
+from shardgen.prompts.stage import build_prompts
+from shardgen.target_model import ModelInfo
+from shardgen.prompts.split import split
+
+from helpers import run_generate
+
+ABORT_TOKEN = 666  # the fake scheduler aborts prompts holding this id
+FIELDS_0513 = {"model_path", "tp_size", "mem_fraction_static", "max_running_requests", "random_seed",
+               "disable_piecewise_cuda_graph",
+               "trust_remote_code", "log_level", "disable_radix_cache", "disable_overlap_schedule",
+               "mamba_scheduler_strategy", "cuda_graph_max_bs", "attention_backend", "mamba_full_memory_ratio"}
+FIELDS_0517 = (FIELDS_0513 - {"mamba_scheduler_strategy", "cuda_graph_max_bs"}) | {
+    "mamba_radix_cache_strategy", "cuda_graph_max_bs_decode", "cuda_graph_max_bs_prefill"}
+
+
+def config(**engine) -> Config:
+    return Config.from_dict({"model": {"path": "/m"}, "engine": engine, "seed": 5,
+                             "sources": [{"name": "s", "path": "x.jsonl", "format": "prompt"}]})
+
+
+def server_args(cfg: Config, fields: set[str]) -> dict:
+    return build_server_args(cfg.engine, "/m", fields, seed=cfg.seed, trust_remote_code=cfg.model.trust_remote_code)
+
+
+def test_strategy_and_graph_limit_follow_the_installed_field_names():
+    old = server_args(config(max_running_requests=512), FIELDS_0513)
+    assert old["mamba_scheduler_strategy"] == "no_buffer" and old["cuda_graph_max_bs"] == 512
+    assert "disable_overlap_schedule" not in old  # 0.5.13 switches overlap off itself
+    assert (old["random_seed"], old["log_level"], old["mem_fraction_static"]) == (5, "info", 0.90)
+    new = server_args(config(max_running_requests=512), FIELDS_0517)
+    assert new["mamba_radix_cache_strategy"] == "no_buffer" and new["cuda_graph_max_bs_decode"] == 512
+    assert new["disable_overlap_schedule"] is True  # asserted by SGLang from 0.5.14
+    assert "cuda_graph_max_bs_decode" not in server_args(config(), FIELDS_0517)
+
+
+@pytest.mark.parametrize("fields", [FIELDS_0513, FIELDS_0517])
+def test_no_radix_disables_the_prefix_cache_and_sets_no_strategy(fields):
+    args = server_args(config(mamba_strategy="no_radix"), fields)
+    assert args["disable_radix_cache"] is True
+    assert not {"mamba_scheduler_strategy", "mamba_radix_cache_strategy", "disable_overlap_schedule"} & set(args)
+
+
+def test_extra_buffer_keeps_overlap_and_old_spellings_are_translated():
+    args = server_args(config(mamba_strategy="extra_buffer", args={"cuda_graph_max_bs": 384}), FIELDS_0517)
+    assert args["mamba_radix_cache_strategy"] == "extra_buffer" and "disable_overlap_schedule" not in args
+    assert args["cuda_graph_max_bs_decode"] == 384 and "cuda_graph_max_bs" not in args
+
+
+def test_unknown_argument_fails_naming_it_and_the_closest_names():
+    with pytest.raises(ConfigError, match=r"does not know 'attention_backends' \(closest: attention_backend"):
+        server_args(config(args={"attention_backends": "fa3"}), FIELDS_0517)
+
+
+def test_logged_and_resolved_arguments_are_read_back_under_either_name():
+    old = logged_server_args("[2026-12-02 10:00:00] server_args=ServerArgs(model_path='/m', disable_radix_cache=False, "
+                             "cuda_graph_max_bs=256, mamba_scheduler_strategy='no_buffer', dtype='auto')")
+    new = logged_server_args("[2026-12-02 10:00:00] server_args=ServerArgs(model_path='/m', "
+                             "cuda_graph_max_bs_decode=512, mamba_radix_cache_strategy='extra_buffer', "
+                             "mamba_ssm_dtype='bfloat16')")
+    assert old == {"disable_radix_cache": "False", "cuda_graph_max_bs": "256", "mamba_scheduler_strategy": "no_buffer",
+                   "dtype": "auto"}
+    assert (mamba_strategy(old), graph_limit(old)) == ("no_buffer", 256)
+    assert (mamba_strategy(new), graph_limit(new), new["mamba_ssm_dtype"]) == ("extra_buffer", 512, "bfloat16")
+    assert mamba_strategy({"disable_radix_cache": True, "mamba_radix_cache_strategy": "no_buffer"}) == "no_radix"
+    assert graph_limit({"cuda_graph_max_bs_decode": None}) is None
+    assert logged_server_args("[2026-12-02 10:00:00] Load weight end.") is None
+
+
+@pytest.mark.parametrize("version", ["0.5.13.post1", "0.5.17"])
+def test_generate_through_the_adapter(make_config, write_jsonl, version, monkeypatch, capsys):
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    monkeypatch.setenv("SHARDGEN_GPU_LOCK_DIR", str(Path(write_jsonl("x", [])).parent / "locks"))
+    rows = [{"query": f"Question {i}: " + "why " * i} for i in range(40)]
+    cfg = make_config([{"name": "q", "path": write_jsonl("q.jsonl", rows), "format": "query_response"}],
+                      engine={"backend": "sglang", "max_running_requests": 6, "inflight": 2.0, "args": {}},
+                      gpus=1, checkpoint={"every_records": 8, "every_seconds": 1})
+    layout = Layout(cfg.results)
+    build_prompts(cfg, layout.prompts_dir)
+    split(layout.prompts, layout.split_dir, 1)
+    proc = run_generate(cfg, 0, version)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "Decode batch" in proc.stderr  # scheduler lines still reach the job's log
+
+    parts = duckdb.sql(f"SELECT * FROM '{layout.shard_dir(0)}/part-*.parquet'").fetchdf()
+    assert len(parts) == 40 and parts["prompt_id"].is_unique
+    assert set(parts["finish_reason"]) == {"stop", "length"}
+    stop_id = ModelInfo(Path(cfg.model.path)).stop_token_ids[-1]  # the fake matches the last stop id
+    assert all(ids[-1] == stop_id for ids in parts[parts.finish_reason == "stop"]["output_ids"])
+    assert (parts["completion_tokens"] == parts["output_ids"].map(len)).all()
+    assert set(parts["gpu"]) == {"0"}
+
+    done = json.loads(layout.done(0).read_text())
+    engine = done["engine"]
+    assert engine["backend"] == "sglang" and engine["version"] == version and engine["max_running_requests"] == 6
+    assert engine["startup"] == {"max_mamba_cache_size": 18, "mamba_pool_gb": 10.0, "kv_pool_tokens": 100000,
+                                 "kv_pool_gb": 2.0, "max_total_num_tokens": 100000, "max_running_requests": 6}
+    strategy = "mamba_scheduler_strategy" if version.startswith("0.5.13") else "mamba_radix_cache_strategy"
+    assert engine["resolved"][strategy] == "no_buffer"
+
+    telemetry = duckdb.sql(
+        f"SELECT kind, count(*) n, max(running) running, max(mamba_usage) mamba FROM "
+        f"'{layout.shard_dir(0)}/telemetry-*.parquet' GROUP BY kind").fetchall()
+    kinds = {k: (n, running, mamba) for k, n, running, mamba in telemetry}
+    assert kinds["decode"][1:] == (6, 0.66) and kinds["prefill"][0] == 1 and kinds["client"][0] >= 1
+
+    # the shard's telemetry and done file are enough to diagnose it: the cap of 6 is the fake's 18 mamba slots / 3
+    assert main(["--results", str(layout.root), "diagnose", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)[str(layout.shard_dir(0))]
+    assert [f["code"] for f in result["findings"]] == ["mamba_pool_bound"]
+    assert engine["gpu_name"] is None and result["efficiency"] is None  # no CUDA here: no GPU name, no peaks
+    assert main(["--results", str(layout.root), "diagnose", "--json", "--model", cfg.model.path,
+                 "--gpu", "NVIDIA H200"]) == 0  # named: the shard's telemetry and the model's config give it
+    eff = json.loads(capsys.readouterr().out)[str(layout.shard_dir(0))]["efficiency"]
+    assert eff["peak_tbps"] == 4.8 and eff["running"] == 6 and eff["achieved_tbps"] > 0
+
+
+def test_aborted_request_is_recorded_with_the_engine_message(make_config, write_jsonl, monkeypatch, tmp_path):
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    monkeypatch.setenv("SHARDGEN_GPU_LOCK_DIR", str(tmp_path / "locks"))
+    rows = [{"query": "hello"}, {"query": "world"}]
+    cfg = make_config([{"name": "q", "path": write_jsonl("q.jsonl", rows), "format": "query_response"}],
+                      engine={"backend": "sglang", "args": {}}, gpus=1)
+    layout = Layout(cfg.results)
+    build_prompts(cfg, layout.prompts_dir)
+    table = pq.read_table(layout.prompts)
+    ids = table["prompt_ids"].to_pylist()
+    ids[0] = ids[0] + [ABORT_TOKEN]
+    column = pa.array(ids, table.schema.field("prompt_ids").type)
+    layout.split_dir.mkdir(parents=True)
+    pq.write_table(table.set_column(table.schema.get_field_index("prompt_ids"), "prompt_ids", column), layout.split(0))
+    proc = run_generate(cfg, 0, "0.5.17")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = {r["prompt_id"]: r for p in layout.shard_dir(0).glob("part-*.parquet") for r in pq.read_table(p).to_pylist()}
+    aborted = rows[table["prompt_id"][0].as_py()]
+    assert aborted["finish_reason"] == "abort" and aborted["error"] == "fake scheduler aborted it"
+    assert rows[table["prompt_id"][1].as_py()]["finish_reason"] in ("stop", "length")
+    done = json.loads(layout.done(0).read_text())
+    assert (done["generated"], done["failed"]) == (1, 1)
+
+
+@pytest.mark.parametrize("fields", [FIELDS_0513, FIELDS_0517])
+def test_the_gpu_demo_overlay_maps_onto_both_versions(fields):
+    from conftest import REPO, load_yaml_files
+
+    raw = load_yaml_files(*(REPO / "config" / n for n in ("config.yaml", "demo.yaml", "demo-sglang.yaml")))
+    cfg = Config.from_dict(raw)
+    args = server_args(cfg, fields)
+    assert args["attention_backend"] == "fa3" and args["mem_fraction_static"] == 0.5 and cfg.n_shards == 2

@@ -1,0 +1,44 @@
+from datetime import datetime, timedelta, timezone
+
+import duckdb
+import pyarrow.parquet as pq
+
+from shardgen import tables
+from shardgen.generate.checkpoint import PartWriter, committed_outcomes
+
+T0 = datetime(2026, 12, 1, 8, 0, tzinfo=timezone.utc)
+
+
+def part_row(i, **kw):
+    row = {"prompt_id": f"p{i}", "gen_key": f"g{i}", "shard": 0, "attempt": 1, "completion": f"text {i} ünïcode",
+           "output_ids": list(range(i)), "finish_reason": "stop", "prompt_tokens": 10 + i, "completion_tokens": i,
+           "cached_tokens": 0, "latency_s": 0.5 * i, "submitted_at": T0, "finished_at": T0 + timedelta(seconds=i),
+           "gpu": "0", "error": None, "conversation_id": f"p{i}", "turn": 1, "base_key": f"g{i}", "messages": None,
+           "prompt_ids": None}
+    return {**row, **kw}
+
+
+def test_parts_with_nulls_read_back_through_a_duckdb_glob_unchanged(tmp_path):
+    rows_a = [part_row(0, completion=None, output_ids=[], finish_reason="abort", error="engine said no"),
+              part_row(1), part_row(2, cached_tokens=None, gpu=None)]
+    rows_b = [part_row(3, shard=1, attempt=2, finish_reason="length", output_ids=[2**31 - 1, 0])]
+    PartWriter(tmp_path / "shard-000").commit(rows_a)
+    PartWriter(tmp_path / "shard-001").commit(rows_b)
+    table = duckdb.sql(f"SELECT * FROM '{tmp_path}/shard-*/part-*.parquet' ORDER BY prompt_id").arrow()
+    if hasattr(table, "read_all"):  # newer duckdb returns a RecordBatchReader
+        table = table.read_all()
+    assert table.schema.names == tables.PART.names
+    # DuckDB names list children "l" and spells UTC "Etc/UTC": the same types, so a cast is lossless
+    assert table.cast(tables.PART).to_pylist() == rows_a + rows_b
+
+
+def test_part_numbers_continue_and_outcomes_per_gen_key(tmp_path):
+    writer = PartWriter(tmp_path / "shard-000")
+    first = writer.commit([part_row(0), part_row(1, finish_reason="abort", error="x")])
+    second = PartWriter(tmp_path / "shard-000").commit([part_row(2, finish_reason="length")])
+    assert (first.name, second.name) == ("part-00000.parquet", "part-00001.parquet")
+    assert not list(tmp_path.glob("shard-000/.*"))  # no temp files left behind
+    PartWriter(tmp_path / "shard-001").commit([part_row(1, finish_reason="stop"), part_row(5, finish_reason="abort")])
+    finished, aborts = committed_outcomes(str(tmp_path / "shard-*" / "part-*.parquet"))
+    assert finished == {"g0", "g1", "g2"} and aborts == {"g5": 1}  # a later success supersedes the failure
+    assert pq.read_metadata(first).num_rows == 2

@@ -1,0 +1,122 @@
+"""Helpers shared by test modules (fixtures live in conftest.py): staged runs, part and dataset rows, the
+`shardgen generate` subprocess, the fake SGLang's path."""
+
+import glob
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from shardgen.config import Config
+from shardgen.generate.shard import generate_shard
+from shardgen.layout import Layout
+from shardgen.merge.dataset import merge
+from shardgen.prompts.split import split
+from shardgen.prompts.stage import build_prompts
+
+TESTS = Path(__file__).resolve().parent
+FAKE = TESTS / "fake_sglang"
+LOGS = TESTS / "data" / "sglang-logs"
+
+
+def run_generate(cfg: Config, shard: int, version: str, **env) -> subprocess.CompletedProcess:
+    path = cfg.write_resolved()
+    environ = {**os.environ, "PYTHONPATH": f"{FAKE}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
+               "FAKE_SGLANG_VERSION": version, **env}
+    return subprocess.run([sys.executable, "-m", "shardgen.cli", "--config", str(path), "generate", "--shard",
+                           str(shard), "--done", str(Layout(cfg.results).done(shard))],
+                          env=environ, capture_output=True, text=True, timeout=120)
+
+
+def run(config, tmp_path):
+    counts = build_prompts(config, tmp_path / "prompts")
+    read = {n: pq.read_table(tmp_path / "prompts" / f"{n}.parquet").to_pylist()
+            for n in ("prompts", "rejected", "duplicates", "sources")}
+    return counts, read
+
+
+def run_merge(layout):
+    ds = layout.dataset_dir
+    merge(layout, ds / "data.parquet", ds / "train.jsonl", layout.root / "merge" / "failed.parquet")
+    assert not (ds / ".merge-spill").exists()
+    return pq.read_table(ds / "data.parquet")
+
+
+def generate(cfg, layout, fault=None, wait=True):
+    env = {**os.environ, "SHARDGEN_LOCK_DIR": str(layout.root / "locks")}
+    env.pop("SHARDGEN_FAULT", None)
+    if fault:
+        env["SHARDGEN_FAULT"] = fault
+    cmd = [sys.executable, "-m", "shardgen.cli", "--config", str(cfg.write_resolved()), "generate", "--shard", "0",
+           "--done", str(layout.done(0))]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if not wait:
+        return proc
+    out, err = proc.communicate(timeout=180)
+    return proc.returncode, err
+
+
+def committed(layout) -> dict[Path, bytes]:
+    return {p: p.read_bytes() for p in layout.shard_dir(0).glob("part-*.parquet")}
+
+
+CONVERSATIONS = {
+    "c5": ("Answer in one sentence.", [(f"Question number {i}?", f"Regenerated answer {i}.", f"original {i}")
+                                       for i in range(1, 6)]),
+    "c2": (None, [("What is two plus two?", "Four it is.", "4"), ("And three?", "Five minus two.", "3")]),
+    "c1": ("Be brief.", [("Name a colour.", "Blue.", "red")]),
+}
+
+
+TURN_COLUMNS = [("conversation_id", pa.string()), ("turn", pa.int32())]
+
+
+def render(tokenizer, messages, generation_prompt=True) -> list[int]:
+    text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=generation_prompt)
+    return tokenizer(text, add_special_tokens=False).input_ids
+
+
+def end_of_turn(tokenizer) -> int:
+    return tokenizer.convert_tokens_to_ids("<|im_end|>")
+
+
+def dataset_rows(tokenizer, conversations=CONVERSATIONS) -> list[dict]:
+    """Rows as the dataset contract has them: one per generated turn, messages = system, user 1, regenerated answer
+    1, ..., user t; output_ids end with the end-of-turn stop token, as the engines return them."""
+    rows = []
+    for cid, (system, turns) in conversations.items():
+        history = [{"role": "system", "content": system}] if system else []
+        for t, (user, answer, original) in enumerate(turns, 1):
+            messages = history + [{"role": "user", "content": user}]
+            prompt_ids = render(tokenizer, messages)
+            output_ids = tokenizer(answer, add_special_tokens=False).input_ids + [end_of_turn(tokenizer)]
+            rows.append({"prompt_id": f"{cid}-t{t}", "gen_key": f"k-{cid}-{t}", "source": "s", "messages": messages,
+                         "prompt_ids": prompt_ids, "completion": answer, "output_ids": output_ids,
+                         "finish_reason": "stop", "prompt_tokens": len(prompt_ids),
+                         "completion_tokens": len(output_ids), "reference": original,
+                         "conversation_id": cid, "turn": t})
+            history = messages + [{"role": "assistant", "content": answer}]
+    return rows
+
+
+def load(path):
+    from datasets import load_dataset
+
+    kind = "parquet" if path.suffix == ".parquet" else "json"
+    return {r["id"]: r for r in load_dataset(kind, data_files=str(path), split="train")}
+
+
+def stage(config: Config, shards: int) -> Layout:
+    layout = Layout(config.results)
+    build_prompts(config, layout.prompts_dir)
+    split(layout.prompts, layout.split_dir, shards)
+    for shard in range(shards):
+        generate_shard(config, shard, layout.done(shard))
+    return layout
+
+
+def part_rows(layout: Layout) -> list[dict]:
+    return [r for p in sorted(glob.glob(layout.parts_glob)) for r in pq.read_table(p).to_pylist()]

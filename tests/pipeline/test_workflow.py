@@ -1,0 +1,196 @@
+"""The demo through the real `snakemake` CLI in a temp dir: end to end, a single-shard rerun, a SIGKILL of the
+whole process group mid-generation followed by the same command, and the mistakes a new user makes on a finished
+demo (a failed prompts job, a wrong source path, a deleted part, a dataset that cannot load)."""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from conftest import copy_workflow
+from shardgen.merge.exports import EXPORTS, MANIFEST as EXPORTS_MANIFEST
+
+pytestmark = pytest.mark.slow
+BIN = Path(sys.executable).parent
+
+
+def snakemake(workdir: Path, *args, **popen):
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
+    cmd = [str(BIN / "snakemake"), "--configfile", "config/demo.yaml", "config/test.yaml", *args]
+    return subprocess.Popen(cmd, cwd=workdir, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            **popen)
+
+
+def finish(proc, timeout=300) -> str:
+    out, _ = proc.communicate(timeout=timeout)
+    assert proc.returncode == 0, out[-4000:]
+    return out
+
+
+@pytest.fixture
+def workdir(tmp_path) -> Path:
+    work = copy_workflow(tmp_path)
+    (work / "config" / "test.yaml").write_text("shards: 2\n")
+    return work
+
+
+def check_results(work: Path) -> dict:
+    """Exactly once, token totals equal to the parts, and the manifest balances."""
+    res = work / "results"
+    q = lambda sql: duckdb.sql(sql.replace("RES", str(res))).fetchall()  # noqa: E731
+    # one row per generated turn (a first-turn source: turn 1 only), one turn 1 per prompt (conversation)
+    assert q("""SELECT count(*) FILTER (turn = 1), count(DISTINCT prompt_id), count(*) - count(DISTINCT (prompt_id, turn))
+                FROM 'RES/dataset/*.parquet'""")[0] == \
+        q("SELECT count(*), count(*), 0 FROM 'RES/prompts/prompts.parquet'")[0]
+    assert q("""SELECT count(*) FROM 'RES/prompts/prompts.parquet' p
+                ANTI JOIN 'RES/dataset/*.parquet' d USING (prompt_id)""")[0][0] == 0
+    summary = json.loads((res / "report" / "summary.json").read_text())
+    parts = q("""SELECT sum(prompt_tokens), sum(completion_tokens), count(DISTINCT gen_key), count(*),
+                        count(DISTINCT base_key)
+                 FROM 'RES/generate/shard-*/part-*.parquet' WHERE finish_reason IN ('stop', 'length')
+                 AND base_key IN (SELECT gen_key FROM 'RES/prompts/prompts.parquet')""")[0]
+    assert parts[2] == parts[3], "a gen_key was committed twice"
+    assert (summary["dataset_prompt_tokens"], summary["dataset_completion_tokens"]) == parts[:2]
+    assert summary["dataset_rows"] == parts[2], "a dataset row per generated turn"
+    assert summary["generated"] == parts[4] and summary["failed"] == 0
+    check_identities(summary)
+    assert summary["prompts_read"] == (summary["prompts_accepted"] + summary["prompts_rejected"]
+                                       + summary["prompts_duplicate"])
+    manifest = json.loads((res / "report" / "manifest.json").read_text())
+    for source in manifest["sources"]:
+        assert source["read"] == source["accepted"] + source["rejected"] + source["duplicates"], source
+        assert source["accepted"] == source["generated"] + source["failed"], source
+        assert sum(source["rejected_by_reason"].values()) == source["rejected"]
+    outputs = {Path(o["path"]).name: o for o in manifest["outputs"]}
+    assert set(outputs) == {"data.parquet", "train.jsonl", "failed.parquet", *EXPORTS, EXPORTS_MANIFEST}
+    conversations = {outputs[name]["rows"] for name in EXPORTS}  # one row per conversation in every export
+    assert len(conversations) == 1 and 0 < conversations.pop() <= summary["dataset_rows"]
+    assert len(summary["per_shard"]) == 2
+    return summary
+
+
+def check_identities(summary: dict) -> None:
+    """The headline is this dataset's tokens over its generation wall; every dataset row checked (one per generated
+    turn: check_results counts them against the parts)."""
+    wall, rate = summary["dataset_generation_wall_s"], summary["dataset_output_tokens_per_s"]
+    assert abs(rate * wall - summary["dataset_completion_tokens"]) <= 0.05 * wall + 1e-3 * rate, summary
+    assert summary["dataset_rows"] == summary["dataset_rows_checked"] >= summary["generated"], summary
+
+
+def test_demo_end_to_end_and_single_shard_rerun(workdir):
+    finish(snakemake(workdir))
+    summary = check_results(workdir)
+    assert summary["prompts_rejected"] > 0 and summary["prompts_duplicate"] > 0  # the demo shows both paths
+    parts_before = {p: p.read_bytes() for p in workdir.glob("results/generate/shard-*/part-*.parquet")}
+    out = finish(snakemake(workdir, "-R", "results/generate/shard-001.done.json"))
+    assert "prompts, 0 to generate" in (workdir / "results/logs/generate/shard-001.log").read_text()
+    assert "rule generate" in out and "rule report" in out
+    assert {p: p.read_bytes() for p in workdir.glob("results/generate/shard-*/part-*.parquet")} == parts_before
+    check_results(workdir)
+
+
+def test_sigkill_of_the_whole_run_then_the_same_command_completes(workdir):
+    # Longer outputs and small commits, so the kill lands after some parts and before the end.
+    (workdir / "config" / "test.yaml").write_text(
+        "shards: 2\ncheckpoint: {every_records: 4, every_seconds: 1}\ndefaults: {max_new_tokens: 160}\n"
+        "engine: {max_running_requests: 4}\n")
+    proc = snakemake(workdir, start_new_session=True)
+    deadline = time.monotonic() + 240
+    while not list(workdir.glob("results/generate/shard-*/part-00001.parquet")):
+        assert proc.poll() is None and time.monotonic() < deadline, proc.stdout.read()[-3000:]
+        time.sleep(0.2)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert list((workdir / ".snakemake" / "locks").glob("*.lock")), "expected the stale lock a SIGKILL leaves"
+    committed = {p: p.read_bytes() for p in workdir.glob("results/generate/shard-*/part-*.parquet")}
+    assert committed
+
+    out = finish(snakemake(workdir))
+    assert "stale Snakemake lock" in out
+    for path, data in committed.items():
+        assert path.read_bytes() == data, f"{path} changed after resume"
+    summary = check_results(workdir)
+    attempts = [json.loads((workdir / f"results/generate/shard-{s:03d}.done.json").read_text())["attempts"]
+                for s in range(2)]
+    assert max(len(a) for a in attempts) == 2  # the killed attempt, then the one that finished
+    assert all(a[-1]["status"] == "finished" for a in attempts)
+    assert summary["generated"] == summary["prompts_accepted"]
+
+
+@pytest.fixture(scope="module")
+def finished_demo(tmp_path_factory) -> Path:
+    work = copy_workflow(tmp_path_factory.mktemp("finished"))
+    (work / "config" / "test.yaml").write_text("shards: 2\n")
+    finish(snakemake(work))
+    return work
+
+
+@pytest.fixture
+def finished(finished_demo, tmp_path) -> Path:
+    """A copy of the finished demo (results and Snakemake's metadata, mtimes kept) to make mistakes in."""
+    return Path(shutil.copytree(finished_demo, tmp_path / "work", symlinks=True))
+
+
+def fail(proc, timeout=300) -> str:
+    out, _ = proc.communicate(timeout=timeout)
+    assert proc.returncode != 0, out[-4000:]
+    return out
+
+
+def max_lengths(work: Path) -> dict:
+    return dict(duckdb.sql(f"SELECT source, max(completion_tokens) FROM '{work}/results/dataset/data.parquet' "
+                           "GROUP BY 1").fetchall())
+
+
+def test_a_failed_prompts_job_does_not_leave_a_stale_dataset(finished):
+    (finished / "config" / "test.yaml").write_text("shards: 2\ndefaults: {max_new_tokens: 12}\n")
+    # The HF folder is there (the parse-time check passes) but holds no data file: the prompts job fails. A dataset
+    # folder is no input of prompts, so putting the file back changes nothing Snakemake watches.
+    data = finished / "config" / "demo" / "alpaca_hf" / "data"
+    (data / "train-00000-of-00001.parquet").rename(data / "aside")
+    assert "cannot load HF dataset 'config/demo/alpaca_hf'" in fail(snakemake(finished))
+    assert not (finished / "results" / "prompts" / "prompts.parquet").exists()  # Snakemake removed the outputs
+
+    (data / "aside").rename(data / "train-00000-of-00001.parquet")
+    out = finish(snakemake(finished))
+    assert "rule prompts" in out and "rule merge" in out
+    lengths = max_lengths(finished)
+    assert lengths.pop("metamathqa") <= 32 and max(lengths.values()) <= 12  # what the config asks for now
+    summary = check_results(finished)
+    # metamathqa keeps its own max_new_tokens, so only the others' rows are new; the old ones are stale
+    assert 0 < summary["stale_rows"] < summary["dataset_rows"]
+    assert summary["parts_rows"] == summary["dataset_rows"] + summary["stale_rows"]
+
+
+def test_a_wrong_source_path_fails_even_when_results_exist(finished):
+    demo = finished / "config" / "demo.yaml"
+    demo.write_text(demo.read_text().replace("config/demo/webinstruct.parquet", "config/demo/webinstrukt.parquet"))
+    out = fail(snakemake(finished))
+    assert "source 'webinstruct': file config/demo/webinstrukt.parquet not found" in out
+
+
+def test_a_deleted_part_is_regenerated_by_a_plain_rerun(finished):
+    part = finished / "results" / "generate" / "shard-000" / "part-00001.parquet"
+    lost = duckdb.sql(f"SELECT count(*) FROM '{part}'").fetchall()[0][0]
+    part.unlink()
+    out = finish(snakemake(finished))
+    assert "rule generate" in out and "rule merge" in out
+    log = (finished / "results" / "logs" / "generate" / "shard-000.log").read_text()
+    assert f"prompts, {lost} to generate" in log and "part-00001.parquet is gone" in log
+    assert check_results(finished)["generated"] == 135
+
+
+def test_an_input_error_fails_once_at_once(finished):
+    demo = finished / "config" / "demo.yaml"
+    demo.write_text(demo.read_text().replace("dataset: config/demo/alpaca_hf", "dataset: nobody/no-such-dataset"))
+    out = fail(snakemake(finished))
+    assert out.count("Error in rule prompts") == 1 and "Trying to restart" not in out
+    log = (finished / "results" / "logs" / "prompts.log").read_text()
+    assert "cannot load HF dataset 'nobody/no-such-dataset'" in log and "Retrying in" not in log  # offline

@@ -1,0 +1,43 @@
+"""`shardgen forecast` against the seed's case, by hand: 654,676 prompts x 2,599 output tokens = 1,701,502,924
+tokens; at one decode line's 671.84 tok/s per GPU on 8 GPUs that is 1,701,502,924 / 5,374.72 = 316,575 s = 87.9 h;
+at the observed 1.7 requests/s for the whole run, 654,676 / 1.7 = 385,104 s = 107.0 h."""
+
+import json
+
+import pytest
+
+from shardgen.cli import main
+from shardgen.report.forecast import ForecastError, forecast
+
+SEED_LINE = ("[2026-11-20 09:00:00] Decode batch, #running-req: 32, #token: 83162, token usage: 0.04, cuda graph: True, "
+             "gen throughput (token/s): 671.84, #queue-req: 0")
+
+
+def test_the_seeds_case_from_its_log_line(tmp_path, capsys):
+    log = tmp_path / "seed.log"
+    log.write_text(SEED_LINE + "\n")
+    assert main(["forecast", "--prompts", "654676", "--output-tokens", "2599", "--gpus", "8", "--log", str(log),
+                 "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["hours"] == 87.9 and result["output_tokens"] == 1_701_502_924
+    assert "32 running with an empty queue: 671.84 tok/s" in result["measured"]
+    assert "output length" in result["assumption"]
+    assert forecast(654_676, 2599, 8, req_per_s=1.7)["hours"] == 107.0
+
+
+def test_forecast_needs_a_rate_and_sizes(tmp_path):
+    with pytest.raises(ForecastError, match="positive"):
+        forecast(0, 100, 8, tok_per_s_per_gpu=10)
+    assert main(["--results", str(tmp_path), "forecast", "--prompts", "10", "--output-tokens", "5",
+                 "--gpus", "1"]) == 2  # no run, no rate given: a clear error, not a crash
+
+
+def test_forecast_from_a_runs_own_rate(make_config, write_jsonl, capsys):
+    from helpers import stage
+
+    config = make_config([{"name": "a", "path": write_jsonl("a.jsonl", [{"query": f"Say {i}."} for i in range(6)]),
+                           "format": "query_response"}])
+    layout = stage(config, 1)
+    assert main(["--results", str(layout.root), "forecast", "--prompts", "1000", "--gpus", "2", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["output_tokens_per_prompt"] > 0 and result["seconds"] > 0 and "this run: 1 shard" in result["measured"]

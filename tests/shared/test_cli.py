@@ -1,0 +1,175 @@
+"""The user-facing commands on a small generated results tree: status, query, reset."""
+
+import json
+import subprocess
+import sys
+from datetime import datetime, timedelta, timezone
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from shardgen import tables
+from shardgen.generate.attempts import start_attempt
+from shardgen.cli import main
+from shardgen.generate.shard import generate_shard
+from shardgen.layout import Layout, telemetry_path
+from shardgen.generate.checkpoint import PartWriter
+from shardgen.report.status import status
+
+from helpers import part_rows, stage
+
+
+def test_status_query_and_reset(make_config, write_jsonl, capsys):
+    path = write_jsonl("a.jsonl", [{"query": f"Count to {i}."} for i in range(6)])
+    config = make_config([{"name": "a", "path": path, "format": "query_response"}])
+    layout = stage(config, 2)
+    results = str(layout.root)
+
+    assert main(["--results", results, "status"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["shard", "prompts", "committed", "done", "state", "rate_per_s", "eta_s", "out_tok_per_s",
+                                "running", "lost_parts", "silent_s"]
+    assert [line.split()[:4] for line in lines[2:-1]] == [["0", "3", "3", "True"], ["1", "3", "3", "True"]]
+    assert lines[-1].startswith("run: 100.0% of the output tokens committed") and "ETA 0 s" in lines[-1]
+
+    (layout.shard_dir(0) / "parts-index.jsonl").unlink()  # as if killed between a part's rename and its index line
+    assert main(["--results", results, "status"]) == 0
+    assert capsys.readouterr().out.splitlines()[2].split()[:3] == ["0", "3", "3"]  # footers fill the gap
+
+    assert main(["--results", results, "query", "throughput"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].split()[:2] == ["requests", "completion_tokens"]
+    assert int(out[2].split()[0]) == 6
+    assert main(["--results", results, "query", "nope"]) == 2
+
+    before = len(part_rows(layout))
+    assert main(["--results", results, "reset", "1"]) == 0
+    assert "snakemake -R" in capsys.readouterr().out
+    assert not layout.done(1).exists() and not layout.shard_dir(1).exists()
+    moved = list(layout.reset_dir.glob("shard-001-*/part-*.parquet"))
+    assert moved and len(part_rows(layout)) < before  # moved aside, out of the committed set, not deleted
+    stage(config, 2)
+    assert len(part_rows(layout)) == before
+    assert sum(pq.read_metadata(p).num_rows for p in moved) == 3
+
+
+def test_status_shows_live_tokens_per_second_from_the_newest_telemetry(tmp_path, capsys):
+    layout = Layout(tmp_path / "results")
+    layout.split_dir.mkdir(parents=True)
+    pq.write_table(pa.table({"prompt_id": [f"p{i}" for i in range(40)]}), layout.split(0))
+    shard_dir = layout.shard_dir(0)
+    start_attempt(shard_dir, {"mem_fraction_static": 0.9, "max_running_requests": None})
+    now = datetime.now(timezone.utc)
+    entry = json.loads((shard_dir / "attempts.jsonl").read_text())  # started a minute before its telemetry
+    entry["started_at"] = (now - timedelta(seconds=60)).isoformat()
+    (shard_dir / "attempts.jsonl").write_text(json.dumps(entry) + "\n")
+    rows = [{"prompt_id": f"p{i}", "gen_key": f"k{i}", "shard": 0, "attempt": 1, "completion": "x",
+             "output_ids": [1] * 50, "finish_reason": "length", "prompt_tokens": 5, "completion_tokens": 50,
+             "cached_tokens": 0, "latency_s": 1.0, "submitted_at": now, "finished_at": now, "gpu": "0", "error": None}
+            for i in range(10)]
+    PartWriter(shard_dir).commit(rows)
+    assert status(layout)[0]["out_tok_per_s"] > 0  # no telemetry (the CPU engine): the attempt's average
+
+    def decode(seconds_ago, running, tps):
+        row = dict.fromkeys(tables.TELEMETRY.names)
+        return {**row, "ts": now - timedelta(seconds=seconds_ago), "kind": "decode", "running": running, "queue": 3,
+                "gen_throughput": tps}
+    table = lambda rs: pa.Table.from_pylist(rs, schema=tables.TELEMETRY)  # noqa: E731
+    pq.write_table(table([decode(30, 100, 1000.0)]), shard_dir / "telemetry-00000.parquet")
+    pq.write_table(table([decode(8, 250, 5000.0), decode(2, 256, 6000.0)]), shard_dir / "telemetry-00001.parquet")
+    assert main(["--results", str(layout.root), "status"]) == 0
+    header, _, line, run = capsys.readouterr().out.splitlines()
+    assert run == "run: no ETA yet (a rate needs two commits of one attempt)"
+    shown = dict(zip(header.split(), line.split()))
+    assert (shown["committed"], shown["out_tok_per_s"], shown["running"]) == ("10", "5500", "256")
+
+    pq.write_table(table([decode(600, 256, 6000.0)]), shard_dir / "telemetry-00002.parquet")  # a stalled engine
+    assert status(layout)[0]["running"] is None
+
+
+def test_status_counts_the_parts_on_disk_and_names_lost_ones(make_config, write_jsonl):
+    path = write_jsonl("a.jsonl", [{"query": f"Add {i} and 1."} for i in range(12)])
+    config = make_config([{"name": "a", "path": path, "format": "query_response"}], checkpoint={"every_records": 4})
+    layout = stage(config, 1)
+    shard_dir = layout.shard_dir(0)
+    lost = sorted(shard_dir.glob("part-*.parquet"))[1]
+    lost_rows = pq.read_metadata(lost).num_rows
+    lost.unlink()
+    damaged = sorted(shard_dir.glob("part-*.parquet"))[-1]
+    damaged.write_bytes(damaged.read_bytes()[:40])  # truncated in place: same name, other size
+    row = status(layout)[0]
+    assert row["committed"] == 12 - lost_rows - 4  # what is on disk, not the done file's count
+    assert row["lost_parts"] == f"{damaged.name} unreadable; {lost.name} missing ({lost_rows} rows)"
+
+    damaged.unlink()
+    record = generate_shard(config, 0, layout.done(0))  # what a plain rerun runs for this shard
+    assert record["generated"] == 12
+    assert status(layout)[0]["committed"] == 12 and status(layout)[0]["lost_parts"] is None
+    index = [json.loads(line)["part"] for line in (shard_dir / "parts-index.jsonl").read_text().splitlines()]
+    assert index == [p.name for p in sorted(shard_dir.glob("part-*.parquet"))]
+
+
+def test_a_closed_pipe_is_quiet(make_config, write_jsonl):
+    path = write_jsonl("a.jsonl", [{"query": f"Say {i}."} for i in range(6)])
+    layout = stage(make_config([{"name": "a", "path": path, "format": "query_response"}]), 1)
+    code = f"import sys; from shardgen.cli import main; sys.exit(main(['--results', {str(layout.root)!r}, 'query', 'dataset']))"
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc.stdout.close()  # the reader is gone before the first write, as `| head` is after its lines
+    err = proc.communicate(timeout=60)[1]
+    assert "Traceback" not in err and "BrokenPipeError" not in err, err
+    assert proc.returncode == 141
+
+
+def test_ctrl_c_during_generate_is_one_line(make_config, write_jsonl, monkeypatch, caplog, tmp_path):
+    path = write_jsonl("a.jsonl", [{"query": f"Name {i}."} for i in range(6)])
+    config = make_config([{"name": "a", "path": path, "format": "query_response"}])
+    layout = stage(config, 1)
+    resolved = config.write_resolved()
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("shardgen.generate.shard.generate_shard", interrupted)
+    assert main(["--config", str(resolved), "generate", "--shard", "0", "--done", str(tmp_path / "d.json")]) == 130
+    parts = len(list(layout.shard_dir(0).glob("part-*.parquet")))
+    assert [r.getMessage() for r in caplog.records if r.levelname == "WARNING"] == \
+        [f"shard 000 interrupted: {parts} parts kept, a rerun resumes"]
+
+
+def test_status_says_a_shard_is_down_when_its_process_is_gone(tmp_path, capsys):
+    import subprocess
+    import sys
+    import time
+
+    from shardgen.generate import heartbeat
+
+    layout = Layout(tmp_path / "results")
+    layout.split_dir.mkdir(parents=True)
+    pq.write_table(pa.table({"prompt_id": [f"p{i}" for i in range(4)]}), layout.split(0))
+    shard_dir = layout.shard_dir(0)
+    start_attempt(shard_dir, {"mem_fraction_static": 0.9, "max_running_requests": None})
+    now = datetime.now(timezone.utc)
+    row = dict.fromkeys(tables.TELEMETRY.names)
+    pq.write_table(pa.Table.from_pylist([{**row, "ts": now, "kind": "decode", "running": 256, "gen_throughput": 7485.0}],
+                                        schema=tables.TELEMETRY), telemetry_path(shard_dir, 0))
+    code = ("import sys, time; from pathlib import Path; from shardgen.generate import heartbeat\n"
+            "with heartbeat.beating(Path(sys.argv[1]), 1): time.sleep(60)")
+    child = subprocess.Popen([sys.executable, "-c", code, str(shard_dir)])
+    try:
+        deadline = time.time() + 30
+        while not (shard_dir / heartbeat.NAME).exists() and time.time() < deadline:
+            time.sleep(0.1)
+        live = status(layout)[0]
+        assert (live["state"], live["running"]) == ("starting", 256)  # alive, its engine not started yet
+    finally:
+        child.kill()
+        child.wait()  # SIGKILL, as SGLang's tree kill: the heartbeat file stays, its process is gone
+    down = status(layout)[0]
+    assert down["state"] == "down:killed"
+    assert (down["running"], down["out_tok_per_s"], down["rate_per_s"]) == (None, None, None)
+    assert main(["--results", str(layout.root), "status"]) == 0
+    assert "DOWN: shard 0 (killed, silent" in capsys.readouterr().out.splitlines()[-1]
+
+    beat = json.loads((shard_dir / heartbeat.NAME).read_text())
+    (shard_dir / heartbeat.NAME).write_text(json.dumps({**beat, "host": "other-node", "at": time.time() - 31}))
+    assert status(layout)[0]["state"] == "down:killed"  # another host: a stale heartbeat is all it takes

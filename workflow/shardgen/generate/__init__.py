@@ -1,0 +1,1 @@
+"""Stage 3: one shard on its GPUs (`shard`): the GPU lease, the bounded async window (`driver`), turn by turn conversations (`turns`), the checkpoint of committed parts (`checkpoint`), attempts and their heartbeat; `reset` starts a shard over."""

@@ -1,0 +1,70 @@
+"""Stage 4: the final dataset (earliest committed row of each current gen_key) and the training export,
+streamed by DuckDB; refuses to finish while an accepted prompt is neither generated nor failed."""
+
+import shutil
+from pathlib import Path
+
+from shardgen import ShardgenError, db
+from shardgen.atomic import committed
+from shardgen.merge.exports import write_exports
+from shardgen.layout import Layout
+
+ROWS_PER_THREADS = 1_000_000
+
+
+class AccountingError(ShardgenError, RuntimeError):
+    pass
+
+
+def _copy(con, query: str, path: Path, fmt: str) -> None:
+    # small row groups: the COPY buffers one per thread, heavy with token lists
+    options = "FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE 16384" if fmt == "parquet" else "FORMAT json"
+    with committed(path) as tmp:
+        con.execute(f"COPY ({query}) TO {db.quote(tmp)} ({options})")
+
+
+def _copy_dataset(con, path: Path) -> None:
+    """Above ROWS_PER_THREADS prompts the join that pairs each prompt with its winning part row (both sides with
+    token lists) spills to disk; with one thread its spilled partitions stay within the memory limit (with two, 4M
+    rows ran out of memory at 1 GB), at the cost of time."""
+    rows = con.execute("SELECT count(*) FROM winners").fetchall()[0][0]
+    if rows > ROWS_PER_THREADS:
+        con.execute("SET threads = 1")
+    _copy(con, db.sql("dataset"), path, "parquet")
+    con.execute("RESET threads")
+
+
+def merge(layout: Layout, dataset: Path, train: Path, failed: Path, memory_limit: str = "1GB") -> dict:
+    """Within memory_limit whatever the number of rows: DuckDB spills its joins and sorts to a temp folder."""
+    spill = Path(dataset).parent / ".merge-spill"
+    spill.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        return _merge(layout, dataset, train, failed, memory_limit, spill)
+    finally:
+        shutil.rmtree(spill, ignore_errors=True)
+
+
+def _merge(layout: Layout, dataset: Path, train: Path, failed: Path, memory_limit: str, spill: Path) -> dict:
+    con = db.connect(layout, memory_limit=memory_limit)
+    con.execute(f"SET temp_directory = {db.quote(spill)}")
+    db.define_views(con, "winners")
+    if missing := db.query(con, "missing"):
+        ids = ", ".join(r["prompt_id"] for r in missing[:20])
+        raise AccountingError(f"{len(missing)} accepted prompt(s) are neither generated nor failed "
+                              f"(rerun their shards): {ids}{' ...' if len(missing) > 20 else ''}")
+    for path in (dataset, train, failed):
+        path.parent.mkdir(parents=True, exist_ok=True)
+    _copy_dataset(con, dataset)
+    con.execute(f"CREATE OR REPLACE VIEW dataset AS SELECT * FROM read_parquet({db.quote(dataset)})")
+    _copy(con, db.sql("train_export"), train, "json")
+    write_exports(con, layout)
+    _copy(con, db.sql("failed"), failed, "parquet")
+    db.define_views(con, "accounting")
+    unbalanced = [r for r in db.query(con, "accounting") if not (r["read_balances"] and r["accepted_balances"]
+                                                                     and r["turns_balance"])]
+    if unbalanced:
+        raise AccountingError(f"accounting does not balance for: {unbalanced}")
+    rows = con.execute("SELECT count(*) FROM dataset").fetchall()[0][0]
+    if rows != (turns := con.execute("SELECT coalesce(sum(generated_turns), 0) FROM outcomes").fetchall()[0][0]):
+        raise AccountingError(f"the dataset has {rows} rows but {turns} turns were generated")
+    return {"rows": rows}

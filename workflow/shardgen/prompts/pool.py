@@ -1,0 +1,112 @@
+"""Run the prompts stage's chunks through worker processes, results in input order, a bounded number in flight.
+concurrent.futures (not multiprocessing.Pool) because it notices a worker that dies and fails instead of hanging."""
+
+import os
+import signal
+from collections import deque
+from collections.abc import Iterable, Iterator
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass
+from multiprocessing import get_context
+
+from shardgen.prompts.chat import ChatEncoder
+from shardgen.config import Config
+from shardgen.target_model import ModelInfo
+from shardgen.prompts.rows import ChunkProcessor, ChunkResult, PromptsError
+from shardgen.prompts.sources import Chunk
+
+IN_FLIGHT_PER_WORKER = 2
+_processor: ChunkProcessor | None = None
+
+
+@dataclass(frozen=True)
+class WorkerSetup:
+    """What a worker builds its ChunkProcessor from. chat: ChatEncoder.portable(), so a worker never imports the
+    transformers tokenizer (None for a slow tokenizer: then it loads the model's own)."""
+
+    raw_config: dict
+    fingerprint: dict
+    chat: dict | None
+
+    @classmethod
+    def of(cls, config: Config, model: ModelInfo) -> "WorkerSetup":
+        return cls(config.raw, model.fingerprint, model.chat.portable())
+
+
+def _start_worker(setup: WorkerSetup) -> None:
+    global _processor
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the main process's to handle
+    config = Config.from_dict(setup.raw_config)
+    chat = ChatEncoder.from_portable(setup.chat) if setup.chat else ModelInfo.from_config(config.model).chat
+    _processor = ChunkProcessor(config, setup.fingerprint, chat)
+
+
+def _process(chunk: Chunk) -> ChunkResult:
+    return _processor.process(chunk)
+
+
+def _executor(setup: WorkerSetup, workers: int) -> ProcessPoolExecutor:
+    # spawn: the parent has Arrow and tokenizer threads that fork would copy mid-state
+    return ProcessPoolExecutor(workers, get_context("spawn"), initializer=_start_worker, initargs=(setup,))
+
+
+def _describe(chunk: Chunk, names: list[str]) -> str:
+    return f"source {names[chunk.source]!r} rows {chunk.first_row}-{chunk.last_row}"
+
+
+def _fatal_row(setup: WorkerSetup, names: list[str], chunks: list[Chunk]) -> str:
+    """After a worker died: replay the chunks that were in flight in a fresh worker, then the one that kills it
+    again row by row; name that row (or say the death did not repeat)."""
+    with _executor(setup, 1) as pool:
+        if _kills(pool, chunks[0].part(0, 0)):
+            return "none: a fresh worker dies before any row (it cannot start; see the messages above)"
+        killer = next((c for c in chunks if _kills(pool, c)), None)
+    if killer is not None:
+        with _executor(setup, 1) as pool:
+            for i in range(len(killer)):
+                if _kills(pool, row := killer.part(i, i + 1)):
+                    return f"source {names[row.source]!r} row {row.first_row}"
+    return "none found (replayed, the chunks in flight did not kill a worker again: out of memory?); in flight: " + \
+        "; ".join(_describe(c, names) for c in chunks)
+
+
+def _kills(pool: ProcessPoolExecutor, chunk: Chunk) -> bool:
+    try:
+        pool.submit(_process, chunk).result()
+    except BrokenProcessPool:
+        return True
+    return False
+
+
+def chunk_results(config: Config, model: ModelInfo, chunks: Iterable[Chunk], workers: int) -> Iterator[ChunkResult]:
+    os.environ["TOKENIZERS_PARALLELISM"] = "false"  # a worker is one core (the workers inherit it)
+    if workers == 1:  # in this process: no transfers
+        processor = ChunkProcessor(config, model.fingerprint, model.chat)
+        yield from map(processor.process, chunks)
+        return
+    setup, names = WorkerSetup.of(config, model), [s.name for s in config.sources]
+    window: deque[tuple[Chunk, Future]] = deque()
+    pool = _executor(setup, workers)
+    try:
+        for chunk in chunks:
+            window.append((chunk, pool.submit(_process, chunk)))
+            if len(window) >= workers * IN_FLIGHT_PER_WORKER:
+                yield _next(window, setup, names)
+        while window:
+            yield _next(window, setup, names)
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _next(window: deque, setup: WorkerSetup, names: list[str]) -> ChunkResult:
+    chunk, future = window[0]
+    try:
+        result = future.result()
+    except BrokenProcessPool:
+        in_flight = [c for c, _ in window]
+        window.clear()
+        raise PromptsError(f"a prompts worker died; the row that kills it: "
+                           f"{_fatal_row(setup, names, in_flight)}") from None
+    window.popleft()
+    return result

@@ -1,0 +1,69 @@
+"""The report's efficiency and forecast: per shard, how close decode came to the GPU (from its telemetry, the
+model's config.json and the GPU its done file names, else hardware.gpu), and the time this run's measured per-GPU
+rate gives for its prompts on the configured GPUs and per 100,000 prompts. summary.json keys `efficiency` and
+`forecast`; the `outlook` figure and a report.md section show them."""
+
+import json
+from pathlib import Path
+
+from shardgen.report import forecast as fc
+from shardgen.report.diagnose import examine
+from shardgen.layout import telemetry_files
+
+PER = 100_000
+
+
+def efficiency_rows(config, layout, done_files: list[Path]) -> list[dict]:
+    hardware, rows = config.hardware, []
+    for done in done_files:
+        record = json.loads(Path(done).read_text())
+        shard_dir = layout.shard_dir(record["shard"])
+        if not telemetry_files(shard_dir):
+            rows.append({"shard": record["shard"], "note": "no SGLang telemetry (CPU engine): no efficiency"})
+            continue
+        entry = examine(shard_dir, Path(config.model.path), None, hardware.peaks, hardware.gpu)
+        eff = entry["efficiency"] or {}
+        rows.append({"shard": record["shard"], **{k: eff.get(k) for k in (
+            "gpu", "achieved_tflops", "peak_tflops", "of_peak_tflops", "achieved_tbps", "peak_tbps", "of_peak_tbps",
+            "bound", "dominant_bytes")}, "findings": [f["code"] for f in entry["findings"]],
+            "note": entry["efficiency_note"]})
+    return rows
+
+
+def forecast(config, layout, record: dict) -> dict | None:
+    try:
+        rate = fc.rate_from_results(layout)
+    except fc.ForecastError:
+        return None
+    gpus = config.engines
+    output = rate["output_tokens_measured"]
+    whole = fc.forecast(record["generated"] or 1, output, gpus, rate["tok_per_s_per_gpu"], measured=rate["measured"])
+    per = fc.forecast(PER, output, gpus, rate["tok_per_s_per_gpu"], measured=rate["measured"])
+    return {"tok_per_s_per_gpu": round(rate["tok_per_s_per_gpu"], 1), "output_tokens_per_prompt": round(output, 1),
+            "gpus": gpus, "this_run_forecast_s": whole["seconds"], "this_run_generation_wall_s":
+            record["dataset_generation_wall_s"], f"hours_per_{PER}_prompts": per["hours"], "assumption": whole["assumption"]}
+
+
+def outlook(config, layout, done_files: list[Path], record: dict) -> dict:
+    return {"efficiency": efficiency_rows(config, layout, done_files), "forecast": forecast(config, layout, record)}
+
+
+def markdown(record: dict) -> str:
+    lines = ["", "## efficiency", ""]
+    for row in record["efficiency"]:
+        if row.get("achieved_tflops") is None:
+            lines.append(f"- shard {row['shard']}: {row['note']}")
+        else:
+            lines.append(f"- shard {row['shard']} ({row['gpu']}): {row['achieved_tflops']} of {row['peak_tflops']} "
+                         f"TFLOP/s ({row['of_peak_tflops']:.1%}), {row['achieved_tbps']} of {row['peak_tbps']} TB/s "
+                         f"({row['of_peak_tbps']:.1%}), {row['bound']}-bound, {row['dominant_bytes']} moves the most "
+                         f"bytes; findings: {', '.join(row['findings']) or 'none'}")
+    lines += ["", "## forecast", ""]
+    if f := record["forecast"]:
+        lines += [f"At {f['tok_per_s_per_gpu']} output tok/s per GPU and {f['output_tokens_per_prompt']} output tokens "
+                  f"per prompt on {f['gpus']} GPU(s): this run's prompts {f['this_run_forecast_s']} s (took "
+                  f"{f['this_run_generation_wall_s']} s), {f[f'hours_per_{PER}_prompts']} h per {PER:,} prompts.",
+                  "", f"Assumption: {f['assumption']}"]
+    else:
+        lines.append("no committed parts: no rate to forecast from")
+    return "\n".join(lines) + "\n"

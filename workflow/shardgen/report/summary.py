@@ -1,0 +1,121 @@
+"""Stage 5: report/summary.json, report/manifest.json and report/report.md, every figure computed by the SQL
+files in workflow/sql/."""
+
+import json
+import platform
+from importlib import metadata
+from pathlib import Path
+
+from shardgen import db
+from shardgen.atomic import write_text
+from shardgen.config import Config
+from shardgen.report.figures import draw
+from shardgen.merge.freshness import check_dataset
+from shardgen.layout import Layout
+from shardgen.target_model import ModelInfo
+from shardgen.report.efficiency_forecast import markdown as outlook_markdown, outlook
+from shardgen.prompts.sources import file_sha256
+
+VERSIONED = ("shardgen", "snakemake", "duckdb", "pyarrow", "torch", "transformers", "sglang", "tokenizers", "datasets")
+
+
+def _versions() -> dict:
+    found = {"python": platform.python_version()}
+    for name in VERSIONED:
+        try:
+            found[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            pass
+    return found
+
+
+def _jsonable(rows: list[dict]) -> list[dict]:
+    return json.loads(json.dumps(rows, default=str))
+
+
+def _connect(layout: Layout):
+    con = db.connect(layout)
+    db.define_views(con, "winners", "accounting", "per_shard", "throughput")
+    return con
+
+
+def summary(con) -> dict:
+    record = _jsonable(db.query(con, "summary"))[0]
+    record["per_shard"] = _jsonable(db.query(con, "per_shard"))
+    record["per_source"] = _jsonable(db.query(con, "per_source"))
+    record["per_turn"] = _jsonable(db.query(con, "tokens_by_turn"))
+    return record
+
+
+def manifest(con, config: Config, per_source: list[dict], outputs: list[Path], done_files: list[Path]) -> dict:
+    model = ModelInfo.from_config(config.model)
+    rejected = db.query(con, "rejected_reasons")
+    sources = {r["source"]: dict(r) for r in per_source}
+    for row in con.execute("SELECT source, origin, fingerprint FROM sources").fetchall():
+        sources[row[0]].update(origin=row[1], fingerprint=row[2],
+                               rejected_by_reason={r["reason"]: r["rows"] for r in rejected if r["source"] == row[0]})
+    files = []
+    for path in outputs:
+        reader = {".jsonl": "read_json_auto", ".parquet": "read_parquet"}.get(path.suffix)  # else a sidecar: no rows
+        rows = reader and con.execute(f"SELECT count(*) FROM {reader}({db.quote(path)})").fetchall()[0][0]
+        files.append({"path": str(path), "rows": rows, "sha256": file_sha256(path)})
+    done = [json.loads(p.read_text()) for p in done_files]
+    return {
+        "sources": list(sources.values()),
+        "model": {"path": str(model.path), **model.fingerprint, "stop_token_ids": model.stop_token_ids},
+        "sampling": {"defaults": config.defaults.as_dict(),
+                     "per_source": {s.name: config.sampling_for(s) for s in config.sources}},
+        "seed": config.seed,
+        "engine": {"config": config.engine.as_dict(), "resolved": [d["engine"] for d in done if d.get("engine")]},
+        "versions": _versions(),
+        "outputs": files,
+        "note": "the seed seeds the engine; per-prompt reproducibility is not promised",
+    }
+
+
+def tail_note(tails: list[dict]) -> str | None:
+    """Across shards the tail is last shard end minus first shard end; over 5% of the run's wall time is called out."""
+    if not tails or not tails[0]["run_wall_s"]:
+        return None
+    spread = max(t["after_first_shard_end_s"] for t in tails)
+    share = spread / tails[0]["run_wall_s"]
+    verdict = "**over 5% of the run: GPUs sat idle while the last shards finished**" if share > 0.05 else "fine"
+    return f"Tail across shards: {spread:.1f} s between the first and the last shard's end, {share:.1%} of the " \
+           f"{tails[0]['run_wall_s']:.1f} s run ({verdict})."
+
+
+def markdown_table(rows: list[dict]) -> list[str]:
+    """Query rows as a markdown table (blank for NULL)."""
+    head = ["| " + " | ".join(rows[0]) + " |", "|" + "---|" * len(rows[0])]
+    return head + ["| " + " | ".join("" if v is None else str(v) for v in r.values()) + " |" for r in rows]
+
+
+def markdown(record: dict, tails: list[dict] | None = None, figures: list[Path] = ()) -> str:
+    lines = ["# shardgen report", "", "| metric | value |", "|---|---|"]
+    lines += [f"| {k} | {v} |" for k, v in record.items() if not isinstance(v, (list, dict))]
+    if "dataset_rows_checked" in record:
+        lines += ["", f"Checked: all {record['dataset_rows_checked']} dataset rows carry the gen_key the current config "
+                      "gives their prompt (model, tokenizer and template hashes, sampling), one per generated prompt."]
+    for title in ("per_source", "per_shard", "per_turn"):
+        rows = record.get(title)
+        if rows:
+            lines += ["", f"## {title}", "", *markdown_table(rows)]
+    if note := tail_note(tails or []):
+        lines += ["", note]
+    lines += [""] + [f"![{p.stem}]({p.parent.name}/{p.name})" for p in figures]
+    return "\n".join(lines) + "\n"
+
+
+def report(config: Config, outputs: list[Path], done_files: list[Path], out_dir: Path) -> dict:
+    layout = Layout(config.results)
+    con = _connect(layout)
+    record = summary(con)
+    record["dataset_rows_checked"] = check_dataset(config, layout.dataset, record["generated"])
+    record.update(outlook(config, layout, done_files, record))
+    write_text(json.dumps(record, indent=1), out_dir / "summary.json")
+    write_text(json.dumps(manifest(con, config, record["per_source"], outputs, done_files), indent=1, default=str),
+               out_dir / "manifest.json")
+    figures = draw(con, out_dir / "figures", record)
+    write_text(markdown(record, _jsonable(db.query(con, "tail")), figures) + outlook_markdown(record),
+               out_dir / "report.md")
+    return record
