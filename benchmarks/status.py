@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from shardgen import tables
-from shardgen.generate.attempts import start_attempt
+from shardgen.generate.attempts import log_event, start_attempt
 from shardgen.layout import Layout, telemetry_path
 from shardgen.generate.checkpoint import PartWriter
 from shardgen.report.status import status
@@ -32,7 +32,8 @@ def build(root: Path, shards: int, parts: int, rows: int = 10) -> Layout:
     layout.split_dir.mkdir(parents=True)
     for shard in range(shards):
         pq.write_table(pa.table({"prompt_id": [f"{shard}-{i}" for i in range(parts * rows + 500)]}), layout.split(shard))
-        start_attempt(layout.shard_dir(shard), ENGINE)
+        attempt, _, _ = start_attempt(layout.shard_dir(shard), ENGINE)
+        log_event(layout.shard_dir(shard), attempt, "engine_started")  # status reads telemetry once generating
         writer = PartWriter(layout.shard_dir(shard))
         for p in range(parts):
             chunk = [{"prompt_id": f"{shard}-{p}-{r}", "gen_key": f"{shard}-{p}-{r}", "shard": shard, "attempt": 1,
@@ -40,8 +41,9 @@ def build(root: Path, shards: int, parts: int, rows: int = 10) -> Layout:
                       "completion_tokens": 3, "cached_tokens": 0, "latency_s": 1.0, "submitted_at": now,
                       "finished_at": now, "gpu": str(shard), "error": None} for r in range(rows)]
             writer.commit(chunk)
-            decode = {**dict.fromkeys(tables.TELEMETRY.names), "ts": now, "kind": "decode", "running": 256,
-                      "queue": 10, "gen_throughput": 7000.0}
+            # stamped after start_attempt: status reads only telemetry written since the attempt began
+            decode = {**dict.fromkeys(tables.TELEMETRY.names), "ts": datetime.now(timezone.utc), "kind": "decode",
+                      "running": 256, "queue": 10, "gen_throughput": 7000.0}
             pq.write_table(pa.Table.from_pylist([decode] * 10, schema=tables.TELEMETRY),
                            telemetry_path(layout.shard_dir(shard), p))
     return layout
