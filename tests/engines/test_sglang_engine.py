@@ -116,7 +116,7 @@ def test_generate_through_the_adapter(make_config, write_jsonl, version, monkeyp
     assert engine["startup"] == {"max_mamba_cache_size": 18, "mamba_pool_gb": 10.0, "kv_pool_tokens": 100000,
                                  "kv_pool_gb": 2.0, "max_total_num_tokens": 100000, "max_running_requests": 6}
     strategy = "mamba_scheduler_strategy" if version.startswith("0.5.13") else "mamba_radix_cache_strategy"
-    assert engine["resolved"][strategy] == "no_buffer"
+    assert engine["resolved"][strategy] == "no_buffer" and "mamba_strategy_auto" not in engine  # as configured
 
     telemetry = duckdb.sql(
         f"SELECT kind, count(*) n, max(running) running, max(mamba_usage) mamba FROM "
