@@ -77,7 +77,8 @@ def test_logged_and_resolved_arguments_are_read_back_under_either_name():
     assert old == {"disable_radix_cache": "False", "cuda_graph_max_bs": "256", "mamba_scheduler_strategy": "no_buffer",
                    "dtype": "auto"}
     old_settings, new_settings = run_settings(old), run_settings(new)
-    assert (old_settings.mamba_strategy, old_settings.graph_limit, old_settings.weights_dtype) == ("no_buffer", 256, None)
+    assert (old_settings.mamba_strategy, old_settings.graph_limit, old_settings.weights_dtype) == (
+        "no_buffer", 256, None)
     assert old_settings.mamba_slots_per_request == 3
     assert (new_settings.mamba_strategy, new_settings.graph_limit, new_settings.ssm_state_dtype) == (
         "extra_buffer", 512, "bfloat16")

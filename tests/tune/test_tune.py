@@ -119,7 +119,8 @@ def test_a_setting_that_changes_the_numerics_is_ranked_but_recommended_only_when
     ranking = {r["setting"]: r for r in summary["ranking"]}
     assert [r["setting"] for r in summary["ranking"]] == ["no_radix_8_bf16", "no_radix_8"]  # by steady decode
     assert ranking["no_radix_8_bf16"]["steady_decode_tps"] == 360.0
-    assert ranking["no_radix_8_bf16"]["numerics_change"] == "mamba_ssm_dtype bfloat16 (the model's SSM state is float32)"
+    assert ranking["no_radix_8_bf16"]["numerics_change"] == \
+        "mamba_ssm_dtype bfloat16 (the model's SSM state is float32)"
     assert ranking["no_radix_8"]["numerics_change"] is None
     assert summary["best"] == "no_radix_8" and summary["allow_numerics_change"] is False
     assert "numerics_change" in (tune_dir / "ranking.md").read_text()

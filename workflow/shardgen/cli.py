@@ -279,7 +279,7 @@ def parser() -> argparse.ArgumentParser:
     p = add("forecast", cmd_forecast, "time to the dataset for a planned job, from a measured rate")
     p.add_argument("--prompts", type=int, help="prompts (default: the built prompt set of --config/--results)")
     p.add_argument("--output-tokens", type=float, help="mean output tokens per prompt (default: the run's measured)")
-    p.add_argument("--gpus", type=int, help="GPUs, one engine each (default: the config's gpus / tp_size)")
+    p.add_argument("--gpus", type=int, help="GPUs, one engine each (default: the config's gpus / GPUs per engine)")
     p.add_argument("--tok-per-s", type=float, help="output tok/s per GPU (default: --log, else the run's own)")
     p.add_argument("--req-per-s", type=float, help="whole-run requests/s instead of a per-GPU token rate")
     p.add_argument("--log", help="an SGLang log: its decode lines' gen throughput is the per-GPU rate")

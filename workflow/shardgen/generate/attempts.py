@@ -2,8 +2,8 @@
 cleanup never touches it). An attempt that never logged `finished` died: SGLang kills its whole process tree when
 its scheduler dies, so the cause is whatever the attempt logged before (out of memory, a stall) or `killed`.
 
-After an out-of-memory death the next attempt lowers memory as its backend says (`after_oom`; SGLang:
-mem_fraction_static -0.03 and the running cap -25%), per such death in a row, at most MAX_RESTARTS times. How many automatic restarts happen is Snakemake's `retries`
+After an out-of-memory death the next attempt lowers memory (mem_fraction_static -0.03, the running cap -25%, per
+such death in a row, at most MAX_RESTARTS times). How many automatic restarts happen is Snakemake's `retries`
 (3 in the profiles); a person rerunning by hand is never refused."""
 
 import json
@@ -66,7 +66,7 @@ def start_attempt(shard_dir: Path, configured: EngineConfig) -> tuple[int, Engin
     engine = configured
     if ooms := min(MAX_RESTARTS, sum(d["cause"] == "out_of_memory" for d in deaths)):
         last_cap = next((d["max_running_requests"] for d in reversed(deaths) if d.get("max_running_requests")), None)
-        engine = backend(configured.backend).after_oom(configured, ooms, last_cap)
+        engine = backend(configured.backend).after_oom(configured, ooms, last_cap)  # the backend's own backoff
     attempt = (previous[-1]["attempt"] if previous else 0) + 1
     before = configured.as_dict()
     overrides = {k: v for k, v in engine.as_dict().items() if before[k] != v}
