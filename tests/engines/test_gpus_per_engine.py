@@ -38,11 +38,16 @@ def test_gpus_per_engine_is_tensor_times_data_parallel_ranks(engine, gpus_per_en
     assert cfg.n_shards == cfg.engines == shards
 
 
-def test_the_generate_rules_ask_the_scheduler_for_gpus_per_engine():
-    from conftest import REPO
+def test_each_generate_job_asks_the_scheduler_for_gpus_per_engine(tmp_path):
+    from conftest import copy_workflow
 
-    rules = (REPO / "workflow" / "rules" / "generate.smk").read_text()
-    assert re.findall(r"gpu=(.*),", rules) == ["CONFIG.engine.gpus_per_engine if CONFIG.gpus > 0 else 0"] * 2
+    workdir = copy_workflow(tmp_path)
+    (workdir / "over.yaml").write_text("gpus: 4\nshards: null\nengine: {backend: sglang, args: {dp_size: 2}}\n")
+    dry = subprocess.run(["snakemake", "-n", "--configfile", "config/demo.yaml", "over.yaml", "--resources", "gpu=4"],
+                         cwd=workdir, capture_output=True, text=True, timeout=120)
+    assert dry.returncode == 0, dry.stderr[-3000:]
+    jobs = re.findall(r"rule generate:\n(?:    .*\n)*?    resources: .*?gpu=(\d+)", dry.stdout + dry.stderr)
+    assert jobs == ["2", "2"]  # one job per dp-2 engine on 4 GPUs, each asking for both its ranks' GPUs
 
 
 @pytest.fixture
