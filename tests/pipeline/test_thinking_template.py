@@ -87,9 +87,11 @@ def render(tokenizer, messages, generation_prompt=True, **kwargs) -> list[int]:
 class ThinkingEngine:
     """Test-only fake engine: answers the k-th user turn of a prompt with answer(k) and the end-of-turn token, its
     text decoded from those ids as the real engines do."""
-    max_running_requests = 2
 
     def __init__(self, tokenizer):
+        from shardgen.engines import EngineInfo
+
+        self.info = EngineInfo("fake-thinking", max_running_requests=2, record={"backend": "fake-thinking"})
         self.tokenizer, self.prompts = tokenizer, []
         self.end = tokenizer.convert_tokens_to_ids("<|im_end|>")
 
@@ -104,12 +106,6 @@ class ThinkingEngine:
 
     def run(self, coro):
         return asyncio.run(coro)
-
-    def describe(self):
-        return {"backend": "fake-thinking"}
-
-    def flush_telemetry(self):
-        pass
 
     def kill(self):
         raise AssertionError("the fake engine is never killed")

@@ -169,7 +169,7 @@ def cmd_tune(args):
                "max_new_tokens": args.max_new_tokens, "ignore_eos": args.ignore_eos, "caps": args.caps,
                "bf16_state": not args.keep_state_dtype}
     out = Path(args.out) if args.out else Layout(config.results).tune_dir
-    summary = tune(config, out, options, args.settings, args.count)
+    summary = tune(config, out, options, args.settings, args.count, args.allow_numerics_change)
     print(_table(summary["ranking"]))
     if summary["pending"]:
         print(f"{summary['measured']} of {summary['settings']} settings measured; run the same command again for "
@@ -269,6 +269,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--ignore-eos", action="store_true", help="always generate max-new-tokens (dummy-weight models)")
     p.add_argument("--caps", type=_int_list, default=[512, 1024], help="no_radix caps to try (default 512,1024)")
     p.add_argument("--keep-state-dtype", action="store_true", help="no bfloat16-SSM-state setting in the grid")
+    p.add_argument("--allow-numerics-change", action="store_true",
+                   help="may recommend a setting that changes the model's numerics (bfloat16 SSM state, fp8 KV)")
     p.add_argument("--settings", type=lambda s: s.split(","), help="measure only these settings (comma-separated)")
     p.add_argument("--count", type=int, default=1, help="settings to measure in this call (default 1; 0 = all)")
     p.add_argument("--out", help="tune folder (default: <results_dir>/tune)")
@@ -277,7 +279,7 @@ def parser() -> argparse.ArgumentParser:
     p = add("forecast", cmd_forecast, "time to the dataset for a planned job, from a measured rate")
     p.add_argument("--prompts", type=int, help="prompts (default: the built prompt set of --config/--results)")
     p.add_argument("--output-tokens", type=float, help="mean output tokens per prompt (default: the run's measured)")
-    p.add_argument("--gpus", type=int, help="GPUs, one engine each (default: the config's gpus / tp_size)")
+    p.add_argument("--gpus", type=int, help="GPUs, one engine each (default: the config's gpus / GPUs per engine)")
     p.add_argument("--tok-per-s", type=float, help="output tok/s per GPU (default: --log, else the run's own)")
     p.add_argument("--req-per-s", type=float, help="whole-run requests/s instead of a per-GPU token rate")
     p.add_argument("--log", help="an SGLang log: its decode lines' gen throughput is the per-GPU rate")

@@ -64,12 +64,12 @@ class Config:
     def n_shards(self) -> int:
         if self.shards:
             return self.shards
-        return max(1, self.gpus // self.engine.tp_size) if self.gpus else 1
+        return self.engines if self.gpus else 1
 
     @property
     def engines(self) -> int:
-        """Engines the node runs at once: one per tp_size GPUs, at least one."""
-        return max(1, self.gpus // self.engine.tp_size)
+        """Engines the node runs at once: one per engine.gpus_per_engine GPUs, at least one."""
+        return max(1, self.gpus // self.engine.gpus_per_engine)
 
     def with_engine(self, engine: dict) -> "Config":
         return Config.from_dict({**self.raw, "engine": engine})

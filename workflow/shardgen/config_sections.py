@@ -49,6 +49,13 @@ class EngineConfig(Section):
     stall_seconds: float
     args: dict
 
+    @property
+    def gpus_per_engine(self) -> int:
+        """GPUs one engine spans, and so one generate job leases and asks the scheduler for: its tensor-parallel
+        times its data-parallel ranks. engine.args reaches the backend as it is, so a tp_size there replaces the
+        key's, and its dp_size (SGLang's in-process data parallelism) multiplies it."""
+        return int(self.args.get("tp_size", self.tp_size)) * int(self.args.get("dp_size", 1))
+
     def window(self, max_running_requests: int) -> int:
         """Requests kept in flight: inflight x what the engine runs at once."""
         return max(1, int(self.inflight * max_running_requests))

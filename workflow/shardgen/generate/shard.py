@@ -62,14 +62,15 @@ def _run(config: Config, layout: Layout, shard: int, todo: list[dict], gpu: str,
     from shardgen.engines.session import open_engine
 
     shard_dir = layout.shard_dir(shard)
-    attempt, engine_cfg, deaths = start_attempt(shard_dir, config.engine.as_dict())
+    attempt, engine_cfg, deaths = start_attempt(shard_dir, config.engine)
     if deaths:
         log.warning("shard %d attempt %d restarts after %s; engine settings now %s", shard, attempt,
                     [d["cause"] for d in deaths], engine_cfg)
     with heartbeat.beating(shard_dir, attempt):  # from here on `status` can tell a live attempt from a dead one
-        config = config.with_engine(engine_cfg)
-        with open_engine(config, model, shard_dir, device="cpu" if gpu == "cpu" else "cuda", attempt=attempt) as engine:
-            log_event(shard_dir, attempt, "engine_started", max_running_requests=engine.max_running_requests)
+        config = config.with_engine(engine_cfg.as_dict())
+        with open_engine(config, model, shard_dir, device="cpu" if gpu == "cpu" else "cuda", attempt=attempt,
+                         work=todo) as engine:
+            log_event(shard_dir, attempt, "engine_started", max_running_requests=engine.info.max_running_requests)
             log.info("shard %d attempt %d: %d prompts to generate, window %d", shard, attempt, len(todo),
                      window(config, engine))
             try:
@@ -81,7 +82,7 @@ def _run(config: Config, layout: Layout, shard: int, todo: list[dict], gpu: str,
                                   f"{len(part_files(shard_dir))} committed parts in {shard_dir} are intact, and a "
                                   "rerun resumes from them") from err
             log_event(shard_dir, attempt, "finished", committed=committed)
-            return engine.describe()
+            return engine.info.record
 
 
 def done_record(layout: Layout, shard: int) -> dict:

@@ -8,10 +8,9 @@ import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from shardgen.report import efficiency
-from shardgen.engines import sglang_args, telemetry
-from shardgen.engines.sglang_args import SLOTS_PER_REQUEST
+from shardgen.engines import RunSettings, info_from_record, telemetry
 from shardgen.layout import Layout, telemetry_glob
+from shardgen.report import efficiency
 
 RETRACT = re.compile(r"retract", re.IGNORECASE)
 
@@ -30,43 +29,46 @@ class Run:
     rows: list[dict]
     lines: dict[int, str]  # row index -> the log line it came from (for evidence)
     facts: dict
-    args: dict
+    settings: RunSettings
     retractions: list[str]
     gpu: str | None = None  # the GPU's name where the run recorded it (a shard's done file)
 
     @property
-    def strategy(self) -> str:
-        return sglang_args.mamba_strategy(self.args)
+    def strategy(self) -> str | None:
+        return self.settings.mamba_strategy
 
     @property
     def graph_limit(self) -> int | None:
-        return sglang_args.graph_limit(self.args)
+        return self.settings.graph_limit
 
 
 def read_log(path: Path) -> Run:
-    rows, lines, facts, args, retractions = [], {}, {}, {}, []
+    rows, lines, facts, settings, retractions = [], {}, {}, RunSettings(), []
     for line in path.read_text(errors="replace").splitlines():
         if row := telemetry.parse_line(line):
             lines[len(rows)] = line.strip()
             rows.append(row)
             continue
         telemetry.parse_startup(line, facts)
-        if (logged := sglang_args.logged_server_args(line)) is not None:
-            args.update(logged)
+        if (logged := telemetry.parse_settings(line)) is not None:
+            settings = logged
         elif RETRACT.search(line):
             retractions.append(line.strip())
-    return Run(rows, lines, facts, args, retractions)
+    return Run(rows, lines, facts, settings, retractions)
 
 
 def read_shard(shard_dir: Path) -> Run:
     import duckdb
 
     rows = duckdb.sql(f"SELECT * FROM '{telemetry_glob(shard_dir)}' WHERE kind <> 'client' ORDER BY ts").df()
-    done = json.loads(Layout.done_of(shard_dir).read_text())["engine"] or {}
+    record = json.loads(Layout.done_of(shard_dir).read_text())["engine"]
+    info = info_from_record(record) if record else None
     records = rows.to_dict("records")
     lines = {i: json.dumps({k: v for k, v in r.items() if v == v and v is not None}, default=str)
              for i, r in enumerate(records)}
-    return Run(records, lines, done.get("startup", {}), done.get("resolved", {}), [], done.get("gpu_name"))
+    if info is None:  # no engine started (nothing was left to generate)
+        return Run(records, lines, {}, RunSettings(), [])
+    return Run(records, lines, info.startup, info.settings, [], info.gpu_name)
 
 
 def _evidence(run: Run, indices: list[int], n: int = 3) -> list[str]:
@@ -115,7 +117,7 @@ def diagnose(run: Run, eff: dict | None = None) -> list[Finding]:
 
 def _cap_findings(run: Run, cap: int, at_cap: list[int]) -> list[Finding]:
     kv = max(run.rows[i]["full_token_usage"] for i in at_cap)
-    slots = SLOTS_PER_REQUEST.get(run.strategy)
+    slots = run.settings.mamba_slots_per_request
     pool = run.facts.get("max_mamba_cache_size")
     sized_to_cap = run.strategy == "no_radix" and pool == cap  # max_running_requests chose the pool, not memory
     if pool and slots and not sized_to_cap and abs(pool / slots - cap) <= 0.1 * cap and kv < 0.5:
@@ -238,7 +240,8 @@ def examine(path: Path, model_dir: Path | None, gpu: str | None, peaks: dict | N
     """Findings and efficiency of one log or shard folder. The GPU: `gpu` (--gpu), else the one the shard's done
     file names, else `default_gpu` (hardware.gpu)."""
     run = read(path)
-    eff, note = efficiency.describe(run.rows, run.facts, run.args, model_dir, gpu or run.gpu or default_gpu, peaks)
+    eff, note = efficiency.describe(run.rows, run.facts, run.settings, model_dir, gpu or run.gpu or default_gpu,
+                                    peaks)
     return {"findings": [asdict(f) for f in diagnose(run, eff)], "efficiency": eff, "efficiency_note": note}
 
 
