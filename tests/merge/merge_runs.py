@@ -1,10 +1,12 @@
 """Runs through prompts, split, generate and merge whose answers are scripted per user turn (stops, cuts by length,
 closed and unclosed reasoning), for the export and loader tests: a test-only engine answers each user text with its
 script's text, tokenized by the model's tokenizer, plus the end-of-turn token when it stops (as the engines return
-them), and the text decoded from those ids with special tokens skipped (as the engines do)."""
+them), and the text decoded from those ids with special tokens skipped (as the engines do). qwen3_model: the
+fixture of a Qwen3-style model folder (import it into a test module to use it)."""
 
 import asyncio
 import json
+import shutil
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -99,3 +101,31 @@ def scripted_run(model_dir: Path, tmp: Path, *, on_length: str = "end_conversati
         first_user = next(m["content"] for m in row["messages"] if m["role"] == "user")
         by_name.setdefault(users[first_user], []).append(row)
     return config, layout, by_name, tokenizer
+
+
+@pytest.fixture(scope="module")
+def qwen3_model(demo_model, tmp_path_factory) -> Path:
+    """The demo model's folder with the Qwen3-style template of tests/pipeline/test_thinking_template.py (or
+    QWEN3_CHAT_TEMPLATE's file) and <think>/</think> as single non-special added tokens, as in Qwen3's tokenizer
+    (no weights: the engines of these tests are scripted). Qwen3's own template renders an assistant message's
+    `reasoning_content` where it has one and splits its content at `</think>` only where not; the written one
+    has only the split, so that branch is added here (Qwen3's own file already has it)."""
+    from transformers import AddedToken, AutoTokenizer
+
+    from pipeline.test_thinking_template import QWEN3_STYLE, TEMPLATE
+
+    split = "{%- if '</think>' in content %}"
+    if TEMPLATE == QWEN3_STYLE:
+        assert split in TEMPLATE
+        TEMPLATE = TEMPLATE.replace(split, "{%- if m['reasoning_content'] is string %}"
+                                           "{%- set reasoning = m['reasoning_content'] %}{%- elif '</think>' in content %}")
+
+    out = tmp_path_factory.mktemp("qwen3") / "model"
+    tokenizer = AutoTokenizer.from_pretrained(demo_model)
+    tokenizer.add_tokens([AddedToken(t, special=False, normalized=False) for t in ("<think>", "</think>")])
+    tokenizer.chat_template = TEMPLATE
+    tokenizer.save_pretrained(out)
+    config = json.loads((demo_model / "config.json").read_text())
+    (out / "config.json").write_text(json.dumps({**config, "vocab_size": len(tokenizer)}))
+    shutil.copy(demo_model / "generation_config.json", out / "generation_config.json")
+    return out

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from merge_runs import SCRIPT, scripted_run
+from merge_runs import SCRIPT, qwen3_model, scripted_run  # noqa: F401 (qwen3_model: a fixture)
 
 SCRIPTS = Path(__file__).resolve().parent / "specforge_scripts"
 # What README: Exports recommends for SpecForge's train_data_path: the model's end-of-turn token without the newline
