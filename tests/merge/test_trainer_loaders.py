@@ -1,5 +1,5 @@
-"""The trainers' own loading code on the exports of scripted multi-turn runs (merge_runs.SCRIPT: stops, cuts by
-length, reasoning) under the demo model's template and a Qwen3-style one: SpecForge 0.2.0 (`data.prompts_path`:
+"""The trainers' own loading code on the exports of multi-turn runs (merge_runs.SCRIPT: stops, cuts by length,
+reasoning, scripted under the demo model's template and a Qwen3-style one; and the demo's real CPU engine): SpecForge 0.2.0 (`data.prompts_path`:
 specforge/data/prompt_builder.py::prepare_prompt_tasks; `data.train_data_path`:
 specforge/data/preprocessing.py::build_eagle3_dataset; scripts/expand_reasoning_conversations.py, copied in
 specforge_scripts/) and speculators 0.9.0 (`prepare_data --data`:
@@ -35,7 +35,13 @@ def qwen3_run(qwen3_model, tmp_path_factory):
     return scripted_run(qwen3_model, tmp_path_factory.mktemp("qwen3"))
 
 
-@pytest.fixture(scope="module", params=["demo_run", "qwen3_run"])
+@pytest.fixture(scope="module")
+def demo_engine_run(demo_model, tmp_path_factory):
+    """The same conversations answered by the demo's real CPU engine: ids as a model generates them."""
+    return scripted_run(demo_model, tmp_path_factory.mktemp("engine"), scripted=False)
+
+
+@pytest.fixture(scope="module", params=["demo_run", "qwen3_run", "demo_engine_run"])
 def any_run(request):
     return request.getfixturevalue(request.param)
 
