@@ -35,9 +35,10 @@ def provenance(config, layout: Layout) -> dict:
 
     model = ModelInfo.from_config(config.model)
     engines = {}
-    for path in sorted(layout.generate_dir.glob("shard-*.done.json")):
-        record = json.loads(path.read_text())
-        engines[str(record["shard"])] = engine_numerics(record.get("engine"), model.path)
+    for shard in range(config.n_shards):  # the config's shards: a done file left by an earlier split is not data
+        if layout.done(shard).is_file():
+            record = json.loads(layout.done(shard).read_text())
+            engines[str(shard)] = engine_numerics(record.get("engine"), model.path)
     sampling = {}
     if layout.prompts.is_file():
         table = pq.read_table(layout.prompts, columns=SAMPLING_COLUMNS)
