@@ -23,7 +23,7 @@ EXPORTS = {
     "turns.parquet": ("export_turns", "parquet"),  # the same rows for datasets.load_dataset("parquet") / hf: paths
     "tokens.jsonl": ("export_tokens", "json"),  # the same loaders: {id, input_ids, loss_mask}, a row per conversation
     "tokens.parquet": ("export_tokens", "parquet"),
-    "sharegpt.jsonl": ("export_sharegpt", "json"),  # FastChat / SpecForge prepare_data: {id, system, conversations[{from, value}]}
+    "sharegpt.jsonl": ("export_sharegpt", "json"),  # FastChat: {id, system, conversations[{from, value}]}
     "messages.jsonl": ("export_messages", "json"),  # SpecForge train_data_path: {id, conversations[{role, content, reasoning_content}]}
     "reasoning.jsonl": ("export_reasoning", "json"),  # SpecForge expand_reasoning_conversations.py: {id, status, conversations}
 }
