@@ -129,7 +129,7 @@ def test_specforge_train_data_path_trains_only_generated_tokens(demo_run):
     assert trained == expected
 
 
-def test_specforge_reasoning_route_trains_each_turn_as_generated(qwen3_run, tmp_path):
+def test_specforge_reasoning_route_trains_each_turn_as_generated(qwen3_run, tmp_path, monkeypatch):
     """reasoning.jsonl through SpecForge's expand_reasoning_conversations.py (no row skipped) and build_eagle3_dataset
     with a thinking parser and train_only_last_turn: each event trains exactly the ids generated for its turn, the
     Qwen3-style template laying out the last turn's reasoning as the model wrote it."""
@@ -138,14 +138,10 @@ def test_specforge_reasoning_route_trains_each_turn_as_generated(qwen3_run, tmp_
 
     _, layout, by_name, tokenizer = qwen3_run
     expanded, skipped = tmp_path / "events.jsonl", tmp_path / "skipped.jsonl"
-    sys.path.insert(0, str(SCRIPTS))
-    try:
-        expand = importlib.import_module("expand_reasoning_conversations")
-        sys.argv = ["expand", "--input-file-path", str(layout.export("reasoning.jsonl")), "--output-file-path",
-                    str(expanded), "--skipped-file-path", str(skipped)]
-        expand.main()
-    finally:
-        sys.path.remove(str(SCRIPTS))
+    monkeypatch.syspath_prepend(str(SCRIPTS))
+    monkeypatch.setattr(sys, "argv", ["expand", "--input-file-path", str(layout.export("reasoning.jsonl")),
+                                      "--output-file-path", str(expanded), "--skipped-file-path", str(skipped)])
+    importlib.import_module("expand_reasoning_conversations").main()
     assert skipped.read_text() == ""
     template = register("shardgen-qwen3-thinking", **CHATML, parser_type="thinking")
     dataset = build_eagle3_dataset(load_dataset("json", data_files=str(expanded), split="train"), tokenizer,
