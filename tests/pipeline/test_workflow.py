@@ -70,8 +70,11 @@ def check_results(work: Path) -> dict:
         assert sum(source["rejected_by_reason"].values()) == source["rejected"]
     outputs = {Path(o["path"]).name: o for o in manifest["outputs"]}
     assert set(outputs) == {"data.parquet", "train.jsonl", "failed.parquet", *EXPORTS, EXPORTS_MANIFEST}
-    conversations = {outputs[name]["rows"] for name in EXPORTS}  # one row per conversation in every export
-    assert len(conversations) == 1 and 0 < conversations.pop() <= summary["dataset_rows"]
+    rows = {name: outputs[name]["rows"] for name in EXPORTS}
+    assert rows["turns.jsonl"] == rows["turns.parquet"] == summary["dataset_rows"]  # a row per generated turn
+    assert rows["tokens.jsonl"] == rows["tokens.parquet"] == summary["generated"]  # a row per conversation
+    # the text exports: the conversations that have a turn before any cut by length (README: Exports)
+    assert rows["messages.jsonl"] == rows["sharegpt.jsonl"] <= summary["generated"]
     assert len(summary["per_shard"]) == 2
     return summary
 

@@ -10,8 +10,8 @@ import yaml
 
 from shardgen.atomic import write_text
 from shardgen.config_schema import ConfigError, schema, validate
-from shardgen.config_sections import (CheckpointConfig, EngineConfig, HardwareConfig, ModelConfig, PromptsConfig,
-                                      SamplingDefaults, SourceConfig, build)
+from shardgen.config_sections import (CheckpointConfig, EngineConfig, ExportsConfig, HardwareConfig, ModelConfig,
+                                      PromptsConfig, SamplingDefaults, SourceConfig, build)
 
 __all__ = ["CONFIG_ENV", "Config", "ConfigError", "results_dir_of"]
 CONFIG_ENV = "SHARDGEN_CONFIG"
@@ -41,6 +41,7 @@ class Config:
     checkpoint: CheckpointConfig
     prompts: PromptsConfig
     defaults: SamplingDefaults
+    exports: ExportsConfig
     seed: int
     sources: tuple[SourceConfig, ...]
     raw: dict = field(repr=False, compare=False)  # the validated dict: what the resolved file and plans record

@@ -35,6 +35,12 @@ class ModelConfig(Section):
     chat_template: str | None
     context_length: int
     trust_remote_code: bool
+    reasoning_tags: list[str] | None  # [open, close]; None: the model does not think in tags
+
+
+@dataclass(frozen=True)
+class ExportsConfig(Section):
+    on_length: str  # end_conversation | drop_conversation
 
 
 @dataclass(frozen=True)

@@ -47,6 +47,10 @@ DATASET = pa.schema([
     # source's original assistant turn t. prompt_id is the conversation's id (= conversation_id); gen_key is
     # the turn's own key.
     ("conversation_id", pa.string()), ("turn", pa.int32()),
+    # The answer split at model.reasoning_tags by merge (shardgen/merge/reasoning.py): content (the whole
+    # completion where nothing was split), reasoning_content (null: none, or never closed), reasoning_unclosed
+    # (opened, never closed: flagged, not split).
+    ("content", pa.string()), ("reasoning_content", pa.string()), ("reasoning_unclosed", pa.bool_()),
 ])
 # SGLang's scheduler lines per interval (engines/telemetry.py parses them), plus our own "client" rows.
 TELEMETRY = pa.schema([
