@@ -34,9 +34,10 @@ SCRIPT = {
 
 class ScriptedEngine:
     """Test-only engine: the last user turn of the prompt names the answer (SCRIPT)."""
-    max_running_requests = 4
-
     def __init__(self, tokenizer, script=SCRIPT):
+        from shardgen.engines import EngineInfo
+
+        self.info = EngineInfo("scripted", max_running_requests=4, record={"backend": "scripted"})
         self.tokenizer = tokenizer
         self.end = tokenizer.convert_tokens_to_ids("<|im_end|>")
         self.answers = {user: (text, reason) for _, turns in script.values() for user, text, reason in turns}
@@ -53,12 +54,6 @@ class ScriptedEngine:
 
     def run(self, coro):
         return asyncio.run(coro)
-
-    def describe(self):
-        return {"backend": "scripted"}
-
-    def flush_telemetry(self):
-        pass
 
     def kill(self):
         raise AssertionError("the scripted engine is never killed")

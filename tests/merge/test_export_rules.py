@@ -130,7 +130,8 @@ def test_the_manifest_names_what_made_the_tokens(scripted):
 def test_sglang_numerics_are_read_from_the_done_files_engine(demo_model, args, expected):
     from shardgen.merge.provenance import engine_numerics
 
-    engine = {"backend": "sglang", "version": "0.5.17", "server_args": {"dtype": "bfloat16", **args},
+    engine = {"backend": "sglang", "version": "0.5.17", "max_running_requests": 256,
+              "server_args": {"dtype": "bfloat16", **args},
               "resolved": {}, "gpu_name": "NVIDIA H200"}
     assert engine_numerics(engine, demo_model) == {"backend": "sglang", "version": "0.5.17", **expected,
                                                    "gpu_name": "NVIDIA H200"}

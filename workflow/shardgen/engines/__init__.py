@@ -45,6 +45,7 @@ class RunSettings:
     weights_dtype: str | None = None
     kv_cache_dtype: str | None = None
     ssm_state_dtype: str | None = None
+    attention_backend: str | None = None  # the attention kernels: they change the numbers, not only the speed
 
 
 @dataclass(frozen=True)

@@ -113,7 +113,8 @@ def run_settings(args: dict) -> RunSettings:
     return RunSettings(mamba_strategy=strategy, mamba_slots_per_request=SLOTS_PER_REQUEST.get(strategy),
                        graph_limit=_graph_limit(args), weights_dtype=_dtype(args.get("dtype")),
                        kv_cache_dtype=_dtype(args.get("kv_cache_dtype")),
-                       ssm_state_dtype=_dtype(args.get("mamba_ssm_dtype")))
+                       ssm_state_dtype=_dtype(args.get("mamba_ssm_dtype")),
+                       attention_backend=args.get("attention_backend"))
 
 
 def resolved_value(resolved: dict, key: str):

@@ -81,7 +81,10 @@ class SGLangEngine:
     @classmethod
     def info_from_record(cls, record: dict) -> EngineInfo:
         return EngineInfo("sglang", record["max_running_requests"], record.get("version"), record.get("gpu_name"),
-                          record.get("startup") or {}, run_settings(record.get("resolved") or {}), record)
+                          record.get("startup") or {},
+                          # what was asked, overridden by what SGLang resolved (dtypes it was not asked about)
+                          run_settings({**(record.get("server_args") or {}), **(record.get("resolved") or {})}),
+                          record)
 
     @classmethod
     def ran_with(cls, record: dict, arg: str):

@@ -22,12 +22,13 @@ def engine_numerics(engine: dict | None, model_dir: Path) -> dict:
                                          "did is overwritten, so its engine is not recorded here"}
     if engine.get("backend") != "sglang":
         return {"backend": engine.get("backend"), "dtype": engine.get("dtype", "the model's")}
+    from shardgen.engines import info_from_record
     from shardgen.report.efficiency import dtypes
     from shardgen.report.roofline import Model
 
-    args = {**engine.get("server_args", {}), **engine.get("resolved", {})}
-    return {"backend": "sglang", "version": engine.get("version"), **dtypes(Model.from_dir(model_dir), args),
-            "attention_backend": args.get("attention_backend"), "gpu_name": engine.get("gpu_name")}
+    info = info_from_record(engine)
+    return {"backend": info.backend, "version": info.version, **dtypes(Model.from_dir(model_dir), info.settings),
+            "attention_backend": info.settings.attention_backend, "gpu_name": info.gpu_name}
 
 
 def provenance(config, layout: Layout) -> dict:
