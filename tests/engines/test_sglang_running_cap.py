@@ -69,7 +69,7 @@ def test_tensor_parallel_ranks_split_the_weights_and_add_their_memory():
 
 @pytest.mark.parametrize("settings, why", [
     ({"max_running_requests": 256}, "the cap is set (256): kept"),
-    ({"args": {"max_mamba_cache_size": 600}}, "the cap is set (max_mamba_cache_size): kept"),
+    ({"args": {"max_mamba_cache_size": 600}}, "engine.args size the pools or the cap (max_mamba_cache_size): kept"),
     ({"mamba_strategy": "no_buffer"}, "no_buffer keeps the prefix cache"),
 ])
 def test_a_users_cap_or_a_prefix_cache_is_left_alone(settings, why):

@@ -4,19 +4,21 @@ Left to itself with the prefix cache off, SGLang gives the Mamba state pool mamb
 (47% at its 0.9) of the memory left after the weights, and the KV cache the rest; every running request holds one
 state slot, so the cap is the pool's slot count however empty the KV cache stays. Nemotron-H-8B's float32 state is
 97 MiB a request against 40 MiB of KV for 2.5K tokens, so that split leaves most of the KV unused (the seed ran at
-KV usage 0.21 with the state pool full).
+KV usage 0.21 while the state pool capped the run).
 
 The pools are fixed once the engine runs: SGLang allocates them at start-up, and its set_internal_state changes
 only speculative-decoding thresholds and max_micro_batch_size. Reading them from a first start and restarting would
-cost a second start per shard (weights and CUDA graphs: minutes on the H200). So the cap is sized before the start
-from what SGLang itself will compute: with the prefix cache off and a cap of N it allocates N + 1 state slots and
-gives the KV cache the rest of the memory left after the weights, which is about
+cost a second start per shard (weights and CUDA graphs: 1-2 minutes in the H200 logs). So the cap is sized before
+the start from what SGLang itself will compute: with the prefix cache off and a cap of N it allocates N + 1 state
+slots and gives the KV cache the rest of the memory left after the weights, which is about
     rest = tp x (GPU memory x mem_fraction_static - START_OVERHEAD) - weights
 and N is the most requests whose states and KV fit in it:
     N = (rest - state) / (state + tokens_per_request x KV per token)
-tokens_per_request is the work's mean prompt + max_new_tokens: KV room for every running request to reach its
-limit, so the KV cache never runs out (no retraction) whatever length the answers reach. On the H200 logs in
-tests/data/sglang-logs these estimates fall within 5% of the pools SGLang allocated, on the low side."""
+tokens_per_request is the work's mean prompt + max_new_tokens: room for the running requests to reach their
+limits on average, while each holds less (it is part-way through its answer), so whatever lengths the answers
+reach the KV cache is not what runs short (no retractions), and the state pool is full. On the H200 logs in
+tests/data/sglang-logs the memory estimated for the pools is within 1% of what SGLang allocated, on the low side.
+What SGLang did allocate is in the same done record (`startup`), beside this choice."""
 
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -51,8 +53,10 @@ class CapChoice:
 def choose(engine: EngineConfig, model_config: dict, work: Sequence[dict], gpu_mib: float | None) -> CapChoice:
     """The cap for `engine` (its strategy already resolved) on a GPU of `gpu_mib` MiB, for these requests
     (`prompt_ids`, `max_new_tokens`)."""
-    if engine.max_running_requests is not None or (chosen := [k for k in USER_SIZING_ARGS if k in engine.args]):
-        return CapChoice(None, f"the cap is set ({engine.max_running_requests or ', '.join(chosen)}): kept")
+    if engine.max_running_requests is not None:
+        return CapChoice(None, f"the cap is set ({engine.max_running_requests}): kept")
+    if sized_by_user := [k for k in USER_SIZING_ARGS if k in engine.args]:
+        return CapChoice(None, f"engine.args size the pools or the cap ({', '.join(sized_by_user)}): kept")
     if engine.mamba_strategy != "no_radix":
         return CapChoice(None, f"{engine.mamba_strategy} keeps the prefix cache: SGLang sizes its state pool by "
                          "mamba_full_memory_ratio, not by the cap, and the KV cache past the running requests holds "
