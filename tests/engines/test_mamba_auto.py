@@ -1,6 +1,7 @@
 """`mamba_strategy: auto`: the strategy resolved per run from the work (rules in engines/mamba_auto.py, whose
-thresholds await the H200 measurement of issue 24), logged and recorded in the done file; and through the SGLang
-adapter over tests/fake_sglang (no GPU ran: nothing here says which strategy is faster)."""
+thresholds await the H200 measurement of issue 24) and, with `no_radix` and no cap set, the running cap
+(engines/sglang_running_cap.py), logged and recorded in the done file; through the SGLang adapter over
+tests/fake_sglang (no GPU ran: nothing here says which strategy or cap is faster)."""
 
 import json
 import re
@@ -48,13 +49,13 @@ def generate_auto(make_config, write_jsonl, monkeypatch, tmp_path):
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     monkeypatch.setenv("SHARDGEN_GPU_LOCK_DIR", str(tmp_path / "gpu-locks"))
 
-    def run(source: dict) -> tuple[dict, str]:
-        cfg = make_config([source], engine={"backend": "sglang", "mamba_strategy": "auto", "max_running_requests": 4,
+    def run(source: dict, cap: int | None = 4, **env) -> tuple[dict, str]:
+        cfg = make_config([source], engine={"backend": "sglang", "mamba_strategy": "auto", "max_running_requests": cap,
                                             "args": {}}, gpus=1, shards=None)
         layout = Layout(cfg.results)
         build_prompts(cfg, layout.prompts_dir)
         split(layout.prompts, layout.split_dir, 1)
-        proc = run_generate(cfg, 0, "0.5.17")
+        proc = run_generate(cfg, 0, "0.5.17", **env)
         assert proc.returncode == 0, proc.stderr[-3000:]
         return json.loads(layout.done(0).read_text())["engine"], proc.stderr
 
@@ -69,6 +70,31 @@ def test_auto_is_resolved_logged_and_recorded_for_single_turn_work(generate_auto
     assert engine["server_args"]["disable_radix_cache"] is True and "mamba_radix_cache_strategy" not in \
         engine["server_args"]
     assert re.search(r"mamba_strategy auto: no_radix, as independent single-turn prompts", log)
+    assert engine["running_cap_auto"] == {"max_running_requests": None, "why": "the cap is set (4): kept", "sizes": {}}
+    assert engine["server_args"]["max_running_requests"] == 4
+
+
+def test_auto_sizes_the_running_cap_before_the_start_when_none_is_set(generate_auto, write_jsonl):
+    # The demo model is tiny: on an H200's memory (what the fake reports) its pools hold far more than the most
+    # measured, so the cap is that; the cap and the CUDA-graph limit reach SGLang, and the engine runs at it.
+    source = {"name": "q", "path": write_jsonl("q.jsonl", [{"query": f"Question {i}?"} for i in range(12)]),
+              "format": "query_response"}
+    engine, log = generate_auto(source, cap=None, FAKE_SGLANG_GPU_MIB="143771")
+    chosen = engine["running_cap_auto"]
+    assert chosen["max_running_requests"] == 1024 < chosen["sizes"]["fits"]
+    assert chosen["sizes"]["gpu_mib"] == 143771 and chosen["sizes"]["mem_fraction_static"] == 0.9
+    assert engine["server_args"]["max_running_requests"] == engine["server_args"]["cuda_graph_max_bs_decode"] == 1024
+    assert engine["max_running_requests"] == 1024
+    assert re.search(r"running cap auto: 1024, as [\d.]+ GiB for the pools hold \d+ requests", log)
+
+
+def test_auto_leaves_the_cap_to_sglang_when_it_reports_no_gpu_memory(generate_auto, write_jsonl):
+    source = {"name": "q", "path": write_jsonl("q.jsonl", [{"query": f"Question {i}?"} for i in range(12)]),
+              "format": "query_response"}
+    unknown, log = generate_auto(source, cap=None)  # the fake, like SGLang on a host without a GPU: no memory
+    assert unknown["running_cap_auto"]["max_running_requests"] is None
+    assert "max_running_requests" not in unknown["server_args"]
+    assert "running cap auto: SGLang's own, as SGLang reports no GPU memory" in log
 
 
 def test_auto_gives_each_turn_conversations_the_prefix_cache(generate_auto, write_jsonl):

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from shardgen.config_sections import EngineConfig
-from shardgen.engines import EngineInfo, Request, Result, mamba_auto, telemetry
+from shardgen.engines import EngineInfo, Request, Result, mamba_auto, sglang_running_cap, telemetry
 from shardgen.engines.kernel_cache import point_caches
 from shardgen.engines.logtap import LogTap
 from shardgen.engines.sglang_args import (MEMORY_LAYOUT_ARGS, build_server_args, resolved_value, run_settings,
@@ -34,7 +34,7 @@ class SGLangEngine:
 
     def __init__(self, config, model, workdir: Path, *, device: str = "cuda", watchdog=None,
                  extra_sampling: dict | None = None, work: Sequence[dict] = ()):
-        engine, self.auto = config.engine, None
+        engine, self.auto, self.cap_auto = config.engine, None, None
         if engine.mamba_strategy == "auto":
             self.auto = mamba_auto.resolve(work)
             engine = dataclasses.replace(engine, mamba_strategy=self.auto.strategy)
@@ -44,6 +44,8 @@ class SGLangEngine:
         import sglang
         from sglang.srt.server_args import ServerArgs
 
+        if self.auto:
+            engine = self._size_running_cap(engine, model.path, work)
         self.args = build_server_args(engine, str(model.path), server_arg_names(ServerArgs), seed=config.seed,
                                       trust_remote_code=model.trust_remote_code)
         self.stop_ids = model.stop_token_ids
@@ -76,7 +78,20 @@ class SGLangEngine:
                   "cache_dir": os.path.dirname(self.cache_env["TRITON_CACHE_DIR"]), "gpu_name": gpu_name}
         if self.auto:
             record["mamba_strategy_auto"] = self.auto.as_dict()
+            record["running_cap_auto"] = self.cap_auto.as_dict()
         return self.info_from_record(record)
+
+    def _size_running_cap(self, engine: EngineConfig, model_path: Path, work: Sequence[dict]) -> EngineConfig:
+        """`auto`'s running cap, sized before the start: the pools cannot change once it runs (sglang_running_cap)."""
+        from sglang.srt.utils import get_device_memory_capacity  # MiB, from nvidia-smi: no CUDA context here
+
+        model_config = json.loads((Path(model_path) / "config.json").read_text())
+        self.cap_auto = sglang_running_cap.choose(engine, model_config, work, get_device_memory_capacity())
+        log.info("running cap auto: %s, as %s", self.cap_auto.max_running_requests or "SGLang's own",
+                 self.cap_auto.why)
+        if self.cap_auto.max_running_requests is None:
+            return engine
+        return dataclasses.replace(engine, max_running_requests=self.cap_auto.max_running_requests)
 
     @classmethod
     def info_from_record(cls, record: dict) -> EngineInfo:

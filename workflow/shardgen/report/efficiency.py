@@ -5,21 +5,11 @@ peaks. The bound is the roofline's: memory when the step's FLOPs per byte sit be
 from statistics import median
 
 from shardgen.engines import RunSettings
+from shardgen.engines.model_shape import DTYPE_BYTES
 from shardgen.report.peaks import UnknownGPU, lookup
-from shardgen.report.roofline import DTYPE_BYTES, Model
+from shardgen.report.roofline import Model
 
 NEAR_PEAK = 0.8  # of the compute peak: compute_saturated
-
-
-def dtypes(model: Model, settings: RunSettings) -> dict:
-    """What the engine ran with: weights, KV cache and SSM state as the run set them, else the model config's
-    (`torch_dtype`; the weights' for the KV cache; `mamba_ssm_dtype`, else SGLang's default float32)."""
-    def native(*keys, default):
-        return str(model.get(*keys, default=default)).removeprefix("torch.")
-
-    weights = settings.weights_dtype or native("torch_dtype", "dtype", default="bfloat16")
-    return {"weights": weights, "kv": settings.kv_cache_dtype or weights,
-            "ssm_state": settings.ssm_state_dtype or native("mamba_ssm_dtype", default="float32")}
 
 
 def context_tokens(row: dict, facts: dict) -> float | None:
@@ -44,7 +34,7 @@ def efficiency(rows: list[dict], facts: dict, settings: RunSettings, model: Mode
     lines = decode_lines(rows)
     if not lines:
         raise ValueError("no decode lines to measure")
-    types = dtypes(model, settings)
+    types = model.dtypes(settings)
     size = {k: DTYPE_BYTES[v] for k, v in types.items()}
     flops, rates, parts = [], [], []
     for row in lines:
