@@ -41,3 +41,10 @@ def test_forecast_from_a_runs_own_rate(make_config, write_jsonl, capsys):
     assert main(["--results", str(layout.root), "forecast", "--prompts", "1000", "--gpus", "2", "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
     assert result["output_tokens_per_prompt"] > 0 and result["seconds"] > 0 and "this run: 1 shard" in result["measured"]
+
+
+def test_a_missing_log_is_a_clear_error(tmp_path, caplog):
+    missing = tmp_path / "run.log"
+    assert main(["--results", str(tmp_path), "forecast", "--prompts", "10", "--output-tokens", "5", "--gpus", "1",
+                 "--log", str(missing)]) == 2
+    assert f"--log {missing}: no such file" in caplog.text

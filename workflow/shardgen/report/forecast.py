@@ -22,6 +22,9 @@ def rate_from_log(path: Path) -> dict:
     from shardgen.report.diagnose import read_log
     from shardgen.report.efficiency import decode_lines
 
+    if not path.is_file():
+        raise ForecastError(f"--log {path}: no such file (give the path of an SGLang server or engine log, e.g. "
+                            "tests/data/sglang-logs/nh8b-no_buffer-default.log)")
     lines = decode_lines(read_log(path).rows)
     if not lines:
         raise ForecastError(f"{path}: no SGLang decode lines to take a rate from")
