@@ -37,3 +37,26 @@ def test_the_shards_legend_is_below_the_bars(tmp_path):
     ax = fig.axes[0]
     legend = ax.get_legend().get_window_extent()
     assert legend.y1 <= ax.get_window_extent().y0
+
+
+CPU_RUN = {"efficiency": [{"shard": 0, "note": "no SGLang telemetry (CPU engine): no efficiency"}],
+           "forecast": {"hours_per_100000_prompts": 1.2, "gpus": 1, "tok_per_s_per_gpu": 300.0}}
+
+
+def test_a_cpu_runs_outlook_is_a_note_inside_the_figure(tmp_path):
+    fig = figures.outlook(empty_connection(tmp_path), CPU_RUN)
+    fig.canvas.draw()
+    ax = fig.axes[0]
+    (note,) = ax.texts
+    assert "No efficiency" in note.get_text() and "CPU engine" in note.get_text()
+    assert fig.bbox.contains(*note.get_window_extent().min) and fig.bbox.contains(*note.get_window_extent().max)
+
+
+def test_every_figure_draws_without_a_layout_warning(tmp_path):
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # constrained_layout's "not applied" warning fails here
+        con = empty_connection(tmp_path)
+        db.define_views(con, "winners")
+        figures.draw(con, tmp_path / "figures", CPU_RUN)

@@ -37,7 +37,8 @@ def throughput(con, summary: dict):
         ax.axhline(headline, color="tab:red", ls="--", lw=1.5,
                    label=f"headline {headline:g} tok/s (dataset tokens / generation wall)")
     ax.set(title=f"Output tokens/s of the dataset's rows ({bucket} s buckets)", ylabel="tokens/s")
-    ax.legend(fontsize=7, ncol=3, loc="upper center", bbox_to_anchor=(0.5, -0.12))
+    if ax.get_lines():
+        ax.legend(fontsize=7, ncol=3, loc="upper center", bbox_to_anchor=(0.5, -0.12))
     return fig
 
 
@@ -84,16 +85,18 @@ def outlook(con, summary: dict):
     """Achieved FLOP/s and bytes/s as shares of the GPU's peaks per shard, the forecast in the title."""
     rows = [r for r in summary.get("efficiency", []) if r.get("achieved_tflops") is not None]
     fig, ax = plt.subplots(figsize=(9, 4), layout="constrained")
-    labels = [f"shard {r['shard']}\n{r['bound']}-bound" for r in rows]
-    x = range(len(rows))
-    ax.bar([i - 0.2 for i in x], [r["of_peak_tflops"] for r in rows], 0.4, label="FLOP/s of peak")
-    ax.bar([i + 0.2 for i in x], [r["of_peak_tbps"] for r in rows], 0.4, label="bytes/s of peak")
-    ax.set_xticks(list(x), labels)
-    ax.set_ylim(0, 1)
     if rows:
+        x = range(len(rows))
+        ax.bar([i - 0.2 for i in x], [r["of_peak_tflops"] for r in rows], 0.4, label="FLOP/s of peak")
+        ax.bar([i + 0.2 for i in x], [r["of_peak_tbps"] for r in rows], 0.4, label="bytes/s of peak")
+        ax.set_xticks(list(x), [f"shard {r['shard']}\n{r['bound']}-bound" for r in rows])
+        ax.set_ylim(0, 1)
         ax.legend()
-    else:
-        ax.text(0.5, 0.5, "no efficiency (no SGLang telemetry, or no peaks for the GPU)", ha="center")
+    else:  # a note in place of empty axes (in axes coordinates: empty axes have no data range to place it in)
+        ax.axis("off")
+        ax.text(0.5, 0.5, "No efficiency: no shard has SGLang scheduler telemetry (the CPU engine reports none),\n"
+                "or the GPU has no peaks (hardware.peaks adds them). The forecast above needs neither.",
+                ha="center", va="center", transform=ax.transAxes)
     f = summary.get("forecast")
     ax.set_title("Efficiency vs the GPU's peaks" + (
         f"; forecast: {f['hours_per_100000_prompts']} h per 100,000 prompts on {f['gpus']} GPU(s) at "
