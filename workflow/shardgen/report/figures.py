@@ -10,6 +10,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from shardgen import db  # noqa: E402
 from shardgen.atomic import committed
+from shardgen.report.efficiency_forecast import engine_words
 
 BUCKETS = 40  # the throughput timeline's resolution: about this many buckets whatever the run's length
 
@@ -98,9 +99,11 @@ def outlook(con, summary: dict):
                 "or the GPU has no peaks (hardware.peaks adds them). The forecast above needs neither.",
                 ha="center", va="center", transform=ax.transAxes)
     f = summary.get("forecast")
+    if f:
+        engine, engines = engine_words(f)
     ax.set_title("Efficiency vs the GPU's peaks" + (
-        f"; forecast: {f['hours_per_100000_prompts']} h per 100,000 prompts on {f['gpus']} GPU(s) at "
-        f"{f['tok_per_s_per_gpu']} tok/s per GPU" if f else ""), fontsize=9)
+        f"; forecast: {f['hours_per_100000_prompts']} h per 100,000 prompts on {engines} at "
+        f"{f['tok_per_s_per_gpu']} tok/s per {engine}" if f else ""), fontsize=9)
     return fig
 
 
