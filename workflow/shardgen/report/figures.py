@@ -37,7 +37,8 @@ def throughput(con, summary: dict):
     if headline := summary.get("dataset_output_tokens_per_s"):
         ax.axhline(headline, color="tab:red", ls="--", lw=1.5,
                    label=f"headline {headline:g} tok/s (dataset tokens / generation wall)")
-    ax.set(title=f"Output tokens/s of the dataset's rows ({bucket} s buckets)", ylabel="tokens/s")
+    ax.set(title=f"Output tokens/s of the dataset's rows ({bucket} s buckets)", ylabel="tokens/s",
+           xlabel="generation seconds (each shard from its first submission, its attempts end to end)")
     if ax.get_lines():
         ax.legend(fontsize=7, ncol=3, loc="upper center", bbox_to_anchor=(0.5, -0.12))
     return fig
@@ -75,8 +76,8 @@ def lengths(con, summary: dict):
 def shards(con, summary: dict):
     df = con.execute(db.sql("tail")).df()
     fig, ax = plt.subplots(figsize=(9, 4), layout="constrained")
-    ax.bar(df["shard"].astype(str), df["shard_wall_s"], label="first submit to end")
-    ax.bar(df["shard"].astype(str), df["tail_s"], label="tail (after the last submission)")
+    ax.bar(df["shard"].astype(str), df["shard_wall_s"], label="generation wall (its attempts' spans)")
+    ax.bar(df["shard"].astype(str), df["tail_s"], label="tail (after its last submission)")
     ax.set(title="Per-shard finish times", xlabel="shard", ylabel="seconds")
     ax.legend(ncol=2, loc="upper center", bbox_to_anchor=(0.5, -0.15))  # below the axes: never over a bar
     return fig

@@ -74,14 +74,15 @@ def manifest(con, config: Config, per_source: list[dict], outputs: list[Path], d
 
 
 def tail_note(tails: list[dict]) -> str | None:
-    """Across shards the tail is last shard end minus first shard end; over 5% of the run's wall time is called out."""
+    """Across shards the tail is the longest shard's generation wall less the shortest's (tail.sql: the dataset's
+    rows, on the headline's clock); over 5% of the run's generation wall is called out."""
     if not tails or not tails[0]["run_wall_s"]:
         return None
     spread = max(t["after_first_shard_end_s"] for t in tails)
     share = spread / tails[0]["run_wall_s"]
     verdict = "**over 5% of the run: GPUs sat idle while the last shards finished**" if share > 0.05 else "fine"
-    return f"Tail across shards: {spread:.1f} s between the first and the last shard's end, {share:.1%} of the " \
-           f"{tails[0]['run_wall_s']:.1f} s run ({verdict})."
+    return f"Tail across shards: {spread:.1f} s between the shortest and the longest shard's generation wall, " \
+           f"{share:.1%} of the {tails[0]['run_wall_s']:.1f} s generation wall ({verdict})."
 
 
 def markdown_table(rows: list[dict]) -> list[str]:
