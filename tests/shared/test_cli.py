@@ -241,3 +241,17 @@ def test_retry_reads_the_workflow_config_when_none_is_given(make_config, write_j
     (tmp_path / "config" / "config.yaml").write_text(config.write_resolved().read_text())
     assert main(["retry"]) == 0  # as the README writes it, from the workflow's folder
     assert json.loads(capsys.readouterr().out) == {"retried_shards": {}}
+
+
+def test_an_engine_abort_fault_fails_requests_that_shardgen_retry_generates_again(make_config, write_jsonl,
+                                                                                    monkeypatch, capsys):
+    path = write_jsonl("a.jsonl", [{"query": f"Count the {'apples' if i % 2 else 'pears'} {i}."} for i in range(6)])
+    config = make_config([{"name": "a", "path": path, "format": "query_response"}])
+    monkeypatch.setenv("SHARDGEN_FAULT", "engine_abort:apples")  # the README's way to see a real retry
+    layout = stage(config, 1)
+    failed = pq.read_table(layout.shard_failed(0)).to_pylist()
+    assert len(failed) == 3 and {f["error"] for f in failed} == {"simulated engine abort on 'apples' (SHARDGEN_FAULT)"}
+    monkeypatch.delenv("SHARDGEN_FAULT")
+    assert main(["--config", str(config.write_resolved()), "retry"]) == 0
+    assert json.loads(capsys.readouterr().out.splitlines()[-1]) == {"retried_shards": {"0": {"generated": 6,
+                                                                                             "failed": 0}}}
