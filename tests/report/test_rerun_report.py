@@ -67,4 +67,12 @@ def test_headline_figure_table_and_tail_use_the_dataset_rows_on_one_clock(rerun)
 
     tails = db.query(rerun, "tail")
     assert [t["after_first_shard_end_s"] for t in tails] == [0, 0] and tails[0]["run_wall_s"] == SPAN_S
-    assert "(fine)" in tail_note(tails)
+    assert tail_note(tails).endswith("(fine).")  # one attempt each: the reset shard's old attempt is not in it
+
+
+def test_a_shard_made_in_two_attempts_is_named_in_the_tail_note():
+    tails = [{"shard": 0, "after_first_shard_end_s": 0.0, "run_wall_s": 100.0, "attempts": 1},
+             {"shard": 1, "after_first_shard_end_s": 30.0, "run_wall_s": 100.0, "attempts": 2}]
+    note = tail_note(tails)
+    assert "30.0 s between the shortest and the longest shard's generation wall, 30.0% of the 100.0 s" in note
+    assert note.endswith("Shard(s) 1 made their rows in several attempts, their spans summed.")

@@ -1,6 +1,6 @@
 -- Tails of the dataset's rows, on the headline's clock: per shard, its generation wall (the sum over the attempts
--- that made its dataset rows of each one's span of them, as dataset_generation_wall_s) and its tail (its last
--- attempt's time after that attempt's last submission); across shards, each shard's wall less the shortest, as if
+-- that made its dataset rows of each one's span of them, as dataset_generation_wall_s; `attempts` counts them) and
+-- its tail (its last attempt's time after that attempt's last submission); across shards, each shard's wall less the shortest, as if
 -- they ran side by side from one start, which is how the headline counts them. Rows no longer in the dataset
 -- (stale, moved aside by a reset) and the time between attempts (a rerun days later) are not in it.
 WITH made AS (
@@ -11,8 +11,9 @@ WITH made AS (
            epoch(max(finished_at) - min(submitted_at)) AS wall_s
     FROM made GROUP BY ALL
 ), shards AS (
-    SELECT shard, arg_max(tail_s, first_submit) AS tail_s, sum(wall_s) AS shard_wall_s FROM attempts GROUP BY shard
+    SELECT shard, arg_max(tail_s, first_submit) AS tail_s, sum(wall_s) AS shard_wall_s, count(*) AS attempts
+    FROM attempts GROUP BY shard
 )
 SELECT shard, tail_s, shard_wall_s, shard_wall_s - min(shard_wall_s) OVER () AS after_first_shard_end_s,
-       max(shard_wall_s) OVER () AS run_wall_s
+       max(shard_wall_s) OVER () AS run_wall_s, attempts
 FROM shards ORDER BY shard

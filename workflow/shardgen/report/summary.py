@@ -80,9 +80,14 @@ def tail_note(tails: list[dict]) -> str | None:
         return None
     spread = max(t["after_first_shard_end_s"] for t in tails)
     share = spread / tails[0]["run_wall_s"]
-    verdict = "**over 5% of the run: GPUs sat idle while the last shards finished**" if share > 0.05 else "fine"
+    verdict = ("**over 5% of the generation wall: side by side, the other shards' engines would idle that long "
+               "while the longest finished**" if share > 0.05 else "fine")
+    # A shard made in several attempts (a retry, a rerun after a kill) has their spans summed: say so, since its
+    # attempts did not run beside the other shards.
+    rerun = [str(t["shard"]) for t in tails if t.get("attempts", 1) > 1]
+    attempts = f" Shard(s) {', '.join(rerun)} made their rows in several attempts, their spans summed." if rerun else ""
     return f"Tail across shards: {spread:.1f} s between the shortest and the longest shard's generation wall, " \
-           f"{share:.1%} of the {tails[0]['run_wall_s']:.1f} s generation wall ({verdict})."
+           f"{share:.1%} of the {tails[0]['run_wall_s']:.1f} s generation wall ({verdict}).{attempts}"
 
 
 def markdown_table(rows: list[dict]) -> list[str]:
