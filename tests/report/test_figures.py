@@ -31,7 +31,8 @@ def test_a_run_without_telemetry_gets_one_note_not_four_empty_panels(tmp_path):
 def test_the_shards_legend_is_below_the_bars(tmp_path):
     con = duckdb.connect()
     con.execute("CREATE VIEW parts AS SELECT 0 AS shard, 1 AS attempt, TIMESTAMPTZ '2026-01-01 00:00:00+00' AS "
-                "submitted_at, TIMESTAMPTZ '2026-01-01 00:00:10+00' AS finished_at, 'p' AS filename, 0 AS file_row_number")
+                "submitted_at, TIMESTAMPTZ '2026-01-01 00:00:10+00' AS finished_at, 'p' AS filename, "
+                "0 AS file_row_number")
     con.execute("CREATE VIEW turn_winners AS SELECT 'p' AS filename, 0 AS file_row_number")
     fig = figures.shards(con, {})
     fig.canvas.draw()

@@ -50,12 +50,14 @@ def rerun(tmp_path):
 
 def test_headline_figure_table_and_tail_use_the_dataset_rows_on_one_clock(rerun):
     record = summary(rerun)
-    assert (record["dataset_generation_wall_s"], record["dataset_output_tokens_per_s"]) == (SPAN_S, 20 * TOKENS / SPAN_S)
+    assert record["dataset_generation_wall_s"] == SPAN_S
+    assert record["dataset_output_tokens_per_s"] == 20 * TOKENS / SPAN_S
 
     bucket = bucket_seconds(record["dataset_generation_wall_s"])
     timeline = db.query(rerun, "timeline", bucket_s=bucket)
     assert max(r["t"] for r in timeline) < SPAN_S  # not a day later for the shard that reran
-    assert sum(r["output_tokens_per_s"] * bucket for r in timeline) == pytest.approx(record["dataset_completion_tokens"])
+    tokens = sum(r["output_tokens_per_s"] * bucket for r in timeline)
+    assert tokens == pytest.approx(record["dataset_completion_tokens"])
     total = {}
     for r in timeline:
         total[r["t"]] = total.get(r["t"], 0) + r["output_tokens_per_s"]

@@ -31,7 +31,8 @@ def test_a_skip_shows_its_reason_in_the_readmes_pytest_run(tmp_path):
     import subprocess
     import sys
 
-    (tmp_path / "test_skips.py").write_text("import pytest\n\ndef test_x():\n    pytest.skip('needs a Slurm cluster')\n")
+    (tmp_path / "test_skips.py").write_text("import pytest\n\n\ndef test_x():\n"
+                                            "    pytest.skip('needs a Slurm cluster')\n")
     out = subprocess.run([sys.executable, "-m", "pytest", "-c", str(REPO / "pyproject.toml"), "-p", "no:cacheprovider",
                           str(tmp_path / "test_skips.py")], capture_output=True, text=True, cwd=tmp_path).stdout
     assert "SKIPPED [1]" in out and "needs a Slurm cluster" in out

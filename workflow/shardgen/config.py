@@ -13,7 +13,8 @@ from shardgen.config_schema import ConfigError, validate
 from shardgen.config_sections import (CheckpointConfig, EngineConfig, HardwareConfig, ModelConfig, PromptsConfig,
                                       SamplingDefaults, SourceConfig, build)
 
-__all__ = ["CONFIG_ENV", "DEFAULT_CONFIG", "Config", "ConfigError", "complete_config", "config_path", "read_file", "results_dir_of"]
+__all__ = ["CONFIG_ENV", "DEFAULT_CONFIG", "Config", "ConfigError", "complete_config", "config_path", "read_file",
+           "results_dir_of"]
 CONFIG_ENV = "SHARDGEN_CONFIG"
 DEFAULT_CONFIG = Path("config/config.yaml")  # the Snakefile's `configfile:`, what a bare `snakemake` reads
 

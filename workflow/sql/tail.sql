@@ -1,8 +1,9 @@
--- Tails of the dataset's rows, on the headline's clock: per shard, its generation wall (the sum over the attempts
--- that made its dataset rows of each one's span of them, as dataset_generation_wall_s; `attempts` counts them) and
--- its tail (its last attempt's time after that attempt's last submission); across shards, each shard's wall less the shortest, as if
--- they ran side by side from one start, which is how the headline counts them. Rows no longer in the dataset
--- (stale, moved aside by a reset) and the time between attempts (a rerun days later) are not in it.
+-- Tails of the dataset's rows, per shard and across shards, on the headline's clock. Per shard: its generation
+-- wall (the sum over the attempts that made its dataset rows of each one's span of them, as
+-- dataset_generation_wall_s; `attempts` counts them) and its tail (its last attempt's time after that attempt's last
+-- submission). Across shards: each shard's wall less the shortest, as if they ran side by side from one start, as
+-- the headline counts them. Rows no longer in the dataset (stale, moved aside by a reset) and the time between
+-- attempts (a rerun days later) are not in it.
 WITH made AS (
     SELECT r.shard, r.attempt, r.submitted_at, r.finished_at
     FROM turn_winners w JOIN parts r ON r.filename = w.filename AND r.file_row_number = w.file_row_number

@@ -132,7 +132,8 @@ def _later_turns(rest: list[dict]) -> tuple[list[str], list[str | None]]:
             where = f"user turn {len(users) + 2}"
             _check_text(turn["content"], where)
             if not turn["content"].strip():  # regenerated as if it were a question otherwise
-                raise RowError("empty_prompt", f"{where} is empty or whitespace (each_turn regenerates every user turn)")
+                raise RowError("empty_prompt",
+                               f"{where} is empty or whitespace (each_turn regenerates every user turn)")
             users.append(turn["content"])
             references.append(None)
             expected = "assistant"
