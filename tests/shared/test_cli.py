@@ -255,3 +255,14 @@ def test_an_engine_abort_fault_fails_requests_that_shardgen_retry_generates_agai
     assert main(["--config", str(config.write_resolved()), "retry"]) == 0
     assert json.loads(capsys.readouterr().out.splitlines()[-1]) == {"retried_shards": {"0": {"generated": 6,
                                                                                              "failed": 0}}}
+
+
+def test_diagnose_on_a_cpu_run_points_at_the_bundled_log_which_it_diagnoses(tmp_path, caplog, capsys):
+    from conftest import REPO
+
+    assert main(["--results", str(tmp_path / "results"), "diagnose"]) == 2  # the CPU demo: no SGLang telemetry
+    example = "tests/data/sglang-logs/nh8b-no_buffer-default.log"
+    assert "the CPU engine writes none" in caplog.text and f"`shardgen diagnose {example}`" in caplog.text
+    assert f"`shardgen diagnose {example}`" in (REPO / "README.md").read_text()
+    assert main(["--results", str(tmp_path / "results"), "diagnose", str(REPO / example)]) == 0
+    assert "mamba_pool_bound" in capsys.readouterr().out
