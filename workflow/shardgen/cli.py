@@ -214,6 +214,7 @@ def _int_list(text: str) -> list[int]:
 
 
 def opt(*flags, **kwargs) -> tuple[tuple, dict]:
+    """One argument of a command, as argparse's add_argument takes it."""
     return flags, kwargs
 
 
