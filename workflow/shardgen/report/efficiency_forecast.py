@@ -50,12 +50,6 @@ def outlook(config, layout, done_files: list[Path], record: dict) -> dict:
     return {"efficiency": efficiency_rows(config, layout, done_files), "forecast": forecast(config, layout, record)}
 
 
-def engine_words(forecast: dict) -> tuple[str, str]:
-    """("GPU", "8 GPU(s)"), or for a CPU run ("CPU engine", "2 CPU engine(s)")."""
-    engine = "CPU engine" if forecast.get("device") == "cpu" else "GPU"
-    return engine, f"{forecast['gpus']} {engine}(s)"
-
-
 def markdown(record: dict) -> str:
     lines = ["", "## efficiency", ""]
     for row in record["efficiency"]:
@@ -68,7 +62,7 @@ def markdown(record: dict) -> str:
                          f"bytes; findings: {', '.join(row['findings']) or 'none'}")
     lines += ["", "## forecast", ""]
     if f := record["forecast"]:
-        engine, engines = engine_words(f)
+        engine, engines = fc.engine_words(f)
         lines += [f"At {f['tok_per_s_per_gpu']} output tok/s per {engine} and {f['output_tokens_per_prompt']} output "
                   f"tokens per prompt on {engines}: this run's prompts would take {f['this_run_forecast_s']} s at "
                   f"that rate throughout (they took {f['this_run_generation_wall_s']} s, start-up and tail included), "

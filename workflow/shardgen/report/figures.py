@@ -10,7 +10,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from shardgen import db  # noqa: E402
 from shardgen.atomic import committed
-from shardgen.report.efficiency_forecast import engine_words
+from shardgen.report.forecast import engine_words
 
 BUCKETS = 40  # the throughput timeline's resolution: about this many buckets whatever the run's length
 

@@ -94,6 +94,13 @@ def from_options(args, config, layout) -> dict:
     return forecast(prompts, output_tokens, gpus, rate["tok_per_s_per_gpu"], args.req_per_s, rate["measured"])
 
 
+def engine_words(forecast: dict) -> tuple[str, str]:
+    """The engines of a report's forecast in words: ("GPU", "8 GPU(s)"), or for a CPU run ("CPU engine",
+    "2 CPU engine(s)")."""
+    engine = "CPU engine" if forecast.get("device") == "cpu" else "GPU"
+    return engine, f"{forecast['gpus']} {engine}(s)"
+
+
 def render(result: dict) -> str:
     return (f"{result['prompts']:,} prompts x {result['output_tokens_per_prompt']:,.0f} output tokens on "
             f"{result['gpus']} GPU(s) at {result['rate']}: {result['hours']:,} h ({result['days']} days)\n"
