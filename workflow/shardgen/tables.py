@@ -18,10 +18,11 @@ PROMPTS = pa.schema([
     ("conversation_id", pa.string()), ("turns", pa.list_(pa.string())), ("references", pa.list_(pa.string())),
     ("work_tokens", pa.int64()),
 ])
+# `id`: the source row's own `id` field as text, where it has one (null otherwise), to find the row by.
 REJECTED = pa.schema([("source", pa.string()), ("source_row", pa.int64()), ("reason", pa.string()),
-                      ("detail", pa.string())])
+                      ("detail", pa.string()), ("id", pa.string())])
 DUPLICATES = pa.schema([("source", pa.string()), ("source_row", pa.int64()), ("prompt_id", pa.string()),
-                        ("kept_source", pa.string())])
+                        ("kept_source", pa.string()), ("id", pa.string())])
 # One row per source: where it came from and what reading it cost (the manifest's per-source facts).
 SOURCES = pa.schema([("source", pa.string()), ("origin", pa.string()), ("fingerprint", pa.string()),
                      ("rows_read", pa.int64()), ("system_replaced", pa.int64())])

@@ -12,6 +12,7 @@ from pathlib import Path
 from shardgen.config import ConfigError
 from shardgen.config_sections import EngineConfig
 from shardgen.engines import EngineInfo, Request, Result, RunSettings
+from shardgen.faults import engine_abort_marker
 
 log = logging.getLogger(__name__)
 DEFAULT_BATCH = 8
@@ -124,6 +125,9 @@ class TransformersEngine:
         return [self._result(r, out[i, width:].tolist()) for i, r in enumerate(requests)]
 
     def _result(self, request: Request, generated: list[int]) -> Result:
+        if (marker := engine_abort_marker()) and marker in self.model_info.decode(request.prompt_ids):
+            return Result([], "", "abort", len(request.prompt_ids),
+                          error=f"simulated engine abort on {marker!r} (SHARDGEN_FAULT)")
         stop_at = next((i for i, t in enumerate(generated) if t in self.stop_ids), None)
         if stop_at is not None:
             output, reason = generated[:stop_at + 1], "stop"
