@@ -99,16 +99,9 @@ def cmd_retry(args):
 
 
 def cmd_merge(args):
-    from shardgen.merge.dataset import merge
-    from shardgen.merge.exports import write_manifest
-    from shardgen.merge.freshness import check_prompt_set
+    from shardgen.merge.stage import run
 
-    config = _config(args)
-    layout = Layout(config.results)
-    check_prompt_set(config, layout.prompts_dir)
-    record = merge(layout, Path(args.dataset), Path(args.train), Path(args.failed))
-    write_manifest(config, layout)
-    print(json.dumps(record))
+    print(json.dumps(run(_config(args), Path(args.dataset), Path(args.train), Path(args.failed))))
 
 
 def cmd_report(args):

@@ -85,7 +85,7 @@ def write_exports(con, layout: Layout, rules: ExportRules | None = None) -> dict
     return {"on_length": rules.on_length, "reasoning_tags": rules.reasoning_tags, **counts}
 
 
-def manifest(config, layout: Layout, text_exports: dict | None) -> dict:
+def manifest(config, layout: Layout, text_exports: dict) -> dict:
     """What determined the rows (shardgen.merge.provenance: model and template hashes, engine and numerics per
     shard, sampling per source), each source's configured system prompt, chat template kwargs and multi-turn mode,
     the files, the loss-mask rules, and what the text exports left out."""
@@ -103,8 +103,7 @@ def manifest(config, layout: Layout, text_exports: dict | None) -> dict:
     }
 
 
-def write_manifest(config, layout: Layout, text_exports: dict | None = None) -> Path:
-    """text_exports: merge's counts. None only while `shardgen merge` (cli.cmd_merge) has not moved to
-    shardgen.merge.stage.run, which passes them: the manifest then has no counts."""
+def write_manifest(config, layout: Layout, text_exports: dict) -> Path:
+    """text_exports: merge's counts of what the text exports left out (turns cut by length and what followed)."""
     write_text(json.dumps(manifest(config, layout, text_exports), indent=1, default=str), layout.export(MANIFEST))
     return layout.export(MANIFEST)
