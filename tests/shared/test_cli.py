@@ -141,7 +141,7 @@ def test_status_says_a_shard_is_down_when_its_process_is_gone(tmp_path, capsys):
     import sys
     import time
 
-    from shardgen.generate import heartbeat
+    from shardgen.layout import heartbeat_path
 
     layout = Layout(tmp_path / "results")
     layout.split_dir.mkdir(parents=True)
@@ -152,12 +152,12 @@ def test_status_says_a_shard_is_down_when_its_process_is_gone(tmp_path, capsys):
     row = dict.fromkeys(tables.TELEMETRY.names)
     pq.write_table(pa.Table.from_pylist([{**row, "ts": now, "kind": "decode", "running": 256, "gen_throughput": 7485.0}],
                                         schema=tables.TELEMETRY), telemetry_path(shard_dir, 0))
-    code = ("import sys, time; from pathlib import Path; from shardgen.generate import heartbeat\n"
-            "with heartbeat.beating(Path(sys.argv[1]), 1): time.sleep(60)")
+    code = ("import sys, time; from pathlib import Path; from shardgen.generate import attempts\n"
+            "with attempts.running(Path(sys.argv[1]), 1): time.sleep(60)")
     child = subprocess.Popen([sys.executable, "-c", code, str(shard_dir)])
     try:
         deadline = time.time() + 30
-        while not (shard_dir / heartbeat.NAME).exists() and time.time() < deadline:
+        while not heartbeat_path(shard_dir).exists() and time.time() < deadline:
             time.sleep(0.1)
         live = status(layout)[0]
         assert (live["state"], live["running"]) == ("starting", 256)  # alive, its engine not started yet
@@ -170,6 +170,6 @@ def test_status_says_a_shard_is_down_when_its_process_is_gone(tmp_path, capsys):
     assert main(["--results", str(layout.root), "status"]) == 0
     assert "DOWN: shard 0 (killed, silent" in capsys.readouterr().out.splitlines()[-1]
 
-    beat = json.loads((shard_dir / heartbeat.NAME).read_text())
-    (shard_dir / heartbeat.NAME).write_text(json.dumps({**beat, "host": "other-node", "at": time.time() - 31}))
+    beat = json.loads(heartbeat_path(shard_dir).read_text())
+    heartbeat_path(shard_dir).write_text(json.dumps({**beat, "host": "other-node", "at": time.time() - 31}))
     assert status(layout)[0]["state"] == "down:killed"  # another host: a stale heartbeat is all it takes
