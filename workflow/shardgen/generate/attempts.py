@@ -175,10 +175,10 @@ def liveness(shard_dir: Path, now: float) -> dict | None:
     last = attempts[-1]
     started = datetime.fromisoformat(last["started_at"]).timestamp()
     is_alive, last_sign = alive(shard_dir, last, now)
-    if is_alive:
+    if last.get("status") == INTERRUPTED:  # over, even while its process is still on its way out
+        is_alive, state = False, INTERRUPTED
+    elif is_alive:
         state = "generating" if "engine_started_at" in last else "starting"
-    elif last.get("status") == INTERRUPTED:
-        state = INTERRUPTED
     else:
         state = f"down:{last.get('cause') or 'killed'}"
     return {"state": state, "silent_s": round(now - (last_sign or started)), "attempt": last, "running": is_alive,

@@ -249,7 +249,8 @@ def _split_prompts(layout: Layout) -> str:
     file lacks (one written by an older version) reads as null."""
     files = ", ".join(db.quote(layout.split(s)) for s in layout.split_shards())
     return ("SELECT *, CAST(regexp_extract(filename, 'shard-(\\d+)\\.parquet$', 1) AS INTEGER) AS split_shard FROM "
-            f"(SELECT * FROM _prompts_contract UNION ALL BY NAME SELECT * FROM read_parquet([{files}], filename = true))")
+            "(SELECT * FROM _prompts_contract UNION ALL BY NAME "
+            f"SELECT * FROM read_parquet([{files}], filename = true))")
 
 
 @dataclass

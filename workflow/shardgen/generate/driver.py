@@ -47,8 +47,8 @@ class PartSink:
 Follow = Callable[[TurnRequest, dict], tuple[TurnRequest | None, str | None]]
 
 
-async def drive(engine: Engine, prompts: Iterable[TurnRequest], *, window: int, sink: PartSink, shard: int, attempt: int,
-                gpu: str, progress: tqdm, follow: Follow | None = None) -> None:
+async def drive(engine: Engine, prompts: Iterable[TurnRequest], *, window: int, sink: PartSink, shard: int,
+                attempt: int, gpu: str, progress: tqdm, follow: Follow | None = None) -> None:
     """Keep `window` requests in flight until every prompt has a committed row. A failed commit (disk full, I/O
     error) stops the feeding and is raised once the requests in flight are back. With `follow`, a conversation
     keeps its slot: follow(prompt, row) gives the next turn's request as soon as a turn completes (or None at the

@@ -1,0 +1,55 @@
+"""A conversation ended by context_exhausted goes on, from its last committed turn, when model.context_length
+grows; status shows how far it really got."""
+
+from shardgen import db
+from shardgen.generate.shard import generate_shard
+from shardgen.layout import Layout
+from shardgen.prompts.split import split
+from shardgen.prompts.stage import build_prompts
+from shardgen.report.status import status
+from shardgen.target_model import ModelInfo
+
+from helpers import part_rows
+
+
+def _text(model: ModelInfo, tokens: int, word: str) -> str:
+    text = " ".join(f"{word}{i} about rivers" for i in range(tokens))
+    while len(model.encode([{"role": "user", "content": text}], {})) > tokens:
+        text = text[: int(len(text) * 0.9)]
+    return text
+
+
+def test_a_larger_context_continues_conversations_it_ended(make_config, write_jsonl):
+    def config(context_length):
+        return make_config([{"name": "chat", "path": path, "format": "sharegpt", "multi_turn": "each_turn"}],
+                           model={"context_length": context_length}, shards=1)
+
+    model = ModelInfo.from_config(make_config([{"name": "x", "path": write_jsonl("x.jsonl", []),
+                                                "format": "prompt"}]).model)
+    turns = [_text(model, 150, w) for w in ("alpha", "beta", "gamma")] + ["Done?"]
+    conversation = [m for t in turns for m in ({"from": "human", "value": t}, {"from": "gpt", "value": "ok"})]
+    path = write_jsonl("chat.jsonl", [{"conversations": conversation}])
+    small = config(512)  # turns 1 and 2 fit; turn 3 (~500 prompt tokens + 24 new) does not
+    layout = Layout(small.results)
+    build_prompts(small, layout.prompts_dir)
+    split(layout.prompts, layout.split_dir, 1)
+    generate_shard(small, 0, layout.done(0))
+    first = {p: p.read_bytes() for p in layout.shard_dir(0).glob("part-*.parquet")}
+    ended = [r for r in part_rows(layout) if r["finish_reason"] == "context_exhausted"]
+    assert [r["turn"] for r in ended] == [3]
+    (row,) = status(layout)
+    assert (row["done"], row["max_turn"], row["turns"]) == (True, 2, 2)  # turn 3 never ran
+
+    large = config(1024)
+    generate_shard(large, 0, layout.done(0))
+    assert {p: p.read_bytes() for p in first} == first  # committed parts untouched
+    rows = part_rows(layout)
+    generated = sorted(r["turn"] for r in rows if r["finish_reason"] in ("stop", "length"))
+    assert generated == [1, 2, 3, 4]  # turns 1 and 2 kept, 3 and 4 generated now
+    turn3 = next(r for r in rows if r["turn"] == 3 and r["finish_reason"] != "context_exhausted")
+    assert turn3["gen_key"] == ended[0]["gen_key"]  # the same turn: its history is the committed turns'
+    con = db.connect(layout)
+    db.define_views(con, "winners")
+    assert con.execute("SELECT end_reason, generated_turns FROM outcomes").fetchall() == [("complete", 4)]
+    (row,) = status(layout)
+    assert (row["max_turn"], row["turns"]) == (4, 4)
