@@ -47,3 +47,20 @@ def test_part_numbers_continue_and_outcomes_per_gen_key(tmp_path):
     assert found.generated == {"g0", "g1", "g2"}  # a later success supersedes the failure
     assert found.ended == {"g6"} and found.aborts == {"g5": 1, "g7": 2}
     assert pq.read_metadata(first).num_rows == 2
+
+
+def test_a_damaged_part_is_named_by_status_and_quarantined_by_generate(tmp_path):
+    from shardgen.generate.checkpoint import progress
+
+    layout = Layout(tmp_path)
+    layout.split_dir.mkdir(parents=True)
+    pq.write_table(tables.PROMPTS.empty_table(), layout.split(0))
+    writer = PartWriter(layout.shard_dir(0))
+    first, second = writer.commit([part_row(0)]), writer.commit([part_row(1)])
+    first.write_bytes(first.read_bytes()[:100])  # truncated: footer gone; the first file DuckDB would bind to
+    state = progress(layout).shards[0]
+    assert state.lost == [f"{first.name} unreadable"] and first.exists()  # status only reads
+    assert [c.attempt for c in state.commits] == [1] and state.stale_rows == 1
+    assert outcomes(layout).generated == {"g1"}
+    assert not first.exists() and (layout.shard_dir(0) / "quarantine" / first.name).exists()
+    assert second.exists()

@@ -138,18 +138,21 @@ def _unreadable(files: list[str]) -> dict[str, str]:
 
 
 def _connect(layout: Layout, prompts: str | None, skip: set[str] = frozenset()) -> duckdb.DuckDBPyConnection:
-    """DuckDB over the results with the winners script run; `prompts` (SQL) replaces the prompt set, and the parts
-    in `skip` (unreadable) are left out."""
-    con = db.connect(layout)
-    if skip:
+    """DuckDB with the winners script run: over the whole results tree, or (`prompts`, SQL) over the parts less
+    those in `skip` (unreadable) against that prompt set only."""
+    if prompts is None:
+        con = db.connect(layout)
+    else:
+        con = duckdb.connect()
         files = [f for f in sorted(glob.glob(layout.parts_glob)) if f not in skip]
-        listed = ", ".join(db.quote(f) for f in files)
-        con.execute(f"CREATE OR REPLACE VIEW parts AS SELECT * FROM read_parquet([{listed}], filename = true, "
-                    "file_row_number = true)" if files else "CREATE OR REPLACE VIEW parts AS "
-                    "SELECT * FROM parts WHERE false")
-    if prompts is not None:
+        if files:
+            listed = ", ".join(db.quote(f) for f in files)
+            con.execute(f"CREATE VIEW parts AS SELECT * FROM read_parquet([{listed}], filename = true, "
+                        "file_row_number = true)")
+        else:  # "" names no file: the contract's empty table
+            db.parquet_view(con, "parts", "", tables.PART, filename="true", file_row_number="true")
         con.register("_prompts_contract", tables.PROMPTS.empty_table())
-        con.execute(f"CREATE OR REPLACE VIEW prompts AS {prompts}")
+        con.execute(f"CREATE VIEW prompts AS {prompts}")
     db.define_views(con, "winners")
     return con
 
@@ -164,11 +167,11 @@ def _open(layout: Layout, prompts: str | None = None, *, move_unreadable: bool) 
         bad = _unreadable(sorted(glob.glob(layout.parts_glob)))
         if not bad:
             raise
-    if move_unreadable:
-        for path, reason in bad.items():
-            quarantine(Path(path), reason)
-        return _connect(layout, prompts), bad
-    return _connect(layout, prompts, skip=set(bad)), bad
+    if not move_unreadable:
+        return _connect(layout, prompts, skip=set(bad)), bad
+    for path, reason in bad.items():
+        quarantine(Path(path), reason)
+    return _connect(layout, prompts), bad
 
 
 @dataclass
