@@ -74,7 +74,7 @@ def test_status_prints_no_none(make_config, write_jsonl, capsys):
     generate_shard(config, 0, layout.done(0))  # shard 1 waits: no rate, ETA, tokens/s or running count
     assert main(["--results", str(layout.root), "status"]) == 0
     out = capsys.readouterr().out
-    assert "None" not in out and "nothing generating now" in out.splitlines()[-1]
+    assert "None" not in out and "no ETA yet" in out.splitlines()[-1]
 
 
 def test_a_ctrl_c_shows_as_interrupted_not_killed(make_config, write_jsonl, monkeypatch, capsys):

@@ -115,4 +115,6 @@ def test_no_run_eta_while_work_waits_and_nothing_generates():
     run = eta.run_eta([done, waiting])
     assert run["eta_s"] is None and run["output_tokens_share"] == 0.5
     assert "no ETA yet" in eta.render(run) and "None" not in eta.render(run)
-    assert eta.run_eta([done, dict(done)])["eta_s"] == 0  # all done: done now
+    finished = eta.run_eta([done, dict(done)])
+    assert finished["eta_s"] == 0 and "nothing generating now" in eta.render(finished)  # all done: done now
+    assert "None" not in eta.render(finished)

@@ -56,7 +56,9 @@ def test_status_query_and_reset(make_config, write_jsonl, capsys):
 def test_status_shows_live_tokens_per_second_from_the_newest_telemetry(tmp_path, capsys):
     layout = Layout(tmp_path / "results")
     layout.split_dir.mkdir(parents=True)
-    pq.write_table(pa.table({"prompt_id": [f"p{i}" for i in range(40)]}), layout.split(0))
+    # status counts only rows of the current prompt set: the split holds the gen_keys of the rows committed below
+    pq.write_table(pa.table({"prompt_id": [f"p{i}" for i in range(40)], "gen_key": [f"k{i}" for i in range(40)]}),
+                   layout.split(0))
     shard_dir = layout.shard_dir(0)
     start_attempt(shard_dir, {"mem_fraction_static": 0.9, "max_running_requests": None})
     now = datetime.now(timezone.utc)

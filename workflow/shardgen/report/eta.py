@@ -107,21 +107,18 @@ def annotate(layout, rows: list[dict], now: float | None = None) -> dict:
 
 
 def render(run: dict) -> str:
-    parts = []
-    if run["output_tokens_share"]:
-        parts.append(f"{run['output_tokens_share']:.1%} of the output tokens committed")
-    parts.append(f"{run['output_tok_per_s']} output tok/s now" if run["output_tok_per_s"] else
-                 "nothing generating now")
     if run["eta_s"] is None:
-        parts.append("no ETA yet (a rate needs two commits of one attempt)")
+        line = "run: no ETA yet (a rate needs two commits of one attempt)"
     else:
-        parts.append(f"ETA {run['eta_s']} s ({run['eta_s'] / 3600:.1f} h) (rate over the newer half of each "
-                     "attempt's commits; see README: ETA)")
+        share = f"{run['output_tokens_share']:.1%} of the output tokens committed, " if run["output_tokens_share"] else ""
+        rate = f"{run['output_tok_per_s']} output tok/s now" if run["output_tok_per_s"] else "nothing generating now"
+        line = (f"run: {share}{rate}, ETA {run['eta_s']} s ({run['eta_s'] / 3600:.1f} h) (rate over the newer half of "
+                "each attempt's commits; see README: ETA)")
     if run.get("stale_rows"):
-        parts.append(f"{run['stale_rows']} stale rows on disk (made for other prompts or settings: not counted)")
+        line += f"; {run['stale_rows']} stale rows on disk (made for other prompts or settings: not counted)"
     if run.get("interrupted"):
-        parts.append(f"INTERRUPTED: {', '.join(run['interrupted'])}: a rerun resumes it")
+        line += f"; INTERRUPTED: {', '.join(run['interrupted'])}: a rerun resumes it"
     if run.get("down"):
-        parts.append(f"DOWN: {', '.join(run['down'])}: its share of the ETA assumes it is restarted (Snakemake "
-                     "retries, or a rerun)")
-    return "run: " + "; ".join(parts)
+        line += (f"; DOWN: {', '.join(run['down'])}: its share of the ETA assumes it is restarted (Snakemake retries, "
+                 "or a rerun)")
+    return line

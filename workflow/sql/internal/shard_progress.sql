@@ -13,7 +13,7 @@ WITH committed AS (
 SELECT c.shard, c.committed, c.conversations, c.budget_spent, coalesce(g.turns, 0) AS turns,
        coalesce(g.max_turn, 0) AS max_turn, coalesce(g.output_tokens, 0) AS output_tokens
 FROM (SELECT shard, count(*) AS committed, count(*) FILTER (turn = 1) AS conversations,
-             sum(max_new_tokens) AS budget_spent
+             coalesce(sum(max_new_tokens), 0) AS budget_spent
       FROM committed GROUP BY shard) c
 LEFT JOIN (SELECT shard, count(*) AS turns, max(turn) AS max_turn, sum(completion_tokens) AS output_tokens
            FROM generated GROUP BY shard) g USING (shard)
