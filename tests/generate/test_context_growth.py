@@ -1,6 +1,8 @@
 """A conversation ended by context_exhausted goes on, from its last committed turn, when model.context_length
 grows; status shows how far it really got."""
 
+import logging
+
 from shardgen import db
 from shardgen.generate.shard import generate_shard
 from shardgen.layout import Layout
@@ -19,7 +21,7 @@ def _text(model: ModelInfo, tokens: int, word: str) -> str:
     return text
 
 
-def test_a_larger_context_continues_conversations_it_ended(make_config, write_jsonl):
+def test_a_larger_context_continues_conversations_it_ended(make_config, write_jsonl, caplog):
     def config(context_length):
         return make_config([{"name": "chat", "path": path, "format": "sharegpt", "multi_turn": "each_turn"}],
                            model={"context_length": context_length}, shards=1)
@@ -41,7 +43,9 @@ def test_a_larger_context_continues_conversations_it_ended(make_config, write_js
     assert (row["done"], row["max_turn"], row["turns"]) == (True, 2, 2)  # turn 3 never ran
 
     large = config(1024)
+    caplog.set_level(logging.INFO, logger="shardgen")
     generate_shard(large, 0, layout.done(0))
+    assert "1 conversation(s) ended by context_exhausted go on" in caplog.text  # said at the rerun
     assert {p: p.read_bytes() for p in first} == first  # committed parts untouched
     rows = part_rows(layout)
     generated = sorted(r["turn"] for r in rows if r["finish_reason"] in ("stop", "length"))

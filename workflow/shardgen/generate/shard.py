@@ -44,6 +44,9 @@ def _todo(config: Config, layout: Layout, shard: int, retry_limit: int | None,
         rows = table.filter(pa.array(multi)).to_pylist()
         done = checkpoint.committed_turns(layout, {r["conversation_id"] for r in rows})
         todo += [r for r in resume_points(rows, done, encode, config.model.context_length) if wanted(r.gen_key, r.turn)]
+        if going_on := sum(r.gen_key in found.ended for r in todo):
+            log.info("shard %d: %d conversation(s) ended by context_exhausted go on from their last committed turn: "
+                     "that turn fits model.context_length %d now", shard, going_on, config.model.context_length)
     return table.num_rows, todo
 
 

@@ -110,7 +110,8 @@ def render(run: dict) -> str:
     if run["eta_s"] is None:
         line = "run: no ETA yet (a rate needs two commits of one attempt)"
     else:
-        share = f"{run['output_tokens_share']:.1%} of the output tokens committed, " if run["output_tokens_share"] else ""
+        share = run["output_tokens_share"]
+        share = f"{share:.1%} of the output tokens committed, " if share else ""
         rate = f"{run['output_tok_per_s']} output tok/s now" if run["output_tok_per_s"] else "nothing generating now"
         line = (f"run: {share}{rate}, ETA {run['eta_s']} s ({run['eta_s'] / 3600:.1f} h) (rate over the newer half of "
                 "each attempt's commits; see README: ETA)")
