@@ -31,7 +31,10 @@ def build(root: Path, shards: int, parts: int, rows: int = 10) -> Layout:
     now = datetime.now(timezone.utc)
     layout.split_dir.mkdir(parents=True)
     for shard in range(shards):
-        pq.write_table(pa.table({"prompt_id": [f"{shard}-{i}" for i in range(parts * rows + 500)]}), layout.split(shard))
+        keys = [f"{shard}-{p}-{r}" for p in range(parts) for r in range(rows)]
+        keys += [f"{shard}-left-{i}" for i in range(500)]
+        # status counts the rows of the current prompt set: the split's gen_keys
+        pq.write_table(pa.table({"prompt_id": keys, "gen_key": keys}), layout.split(shard))
         start_attempt(layout.shard_dir(shard), ENGINE)
         writer = PartWriter(layout.shard_dir(shard))
         for p in range(parts):

@@ -270,9 +270,8 @@ def progress(layout: Layout) -> RunProgress:
         return RunProgress(shards, 0)
     con, unreadable = _open(layout, _split_prompts(layout), move_unreadable=False)
     for row in db.query(con, "shard_progress"):
-        if row["shard"] in shards:
-            for key in ("committed", "conversations", "turns", "max_turn", "output_tokens", "budget_spent"):
-                setattr(shards[row["shard"]], key, int(row[key]))
+        for key in ("committed", "conversations", "turns", "max_turn", "output_tokens", "budget_spent"):
+            setattr(shards[row["shard"]], key, int(row[key]))
     parts = {row["filename"]: row for row in db.query(con, "part_progress")}
     for shard, state in shards.items():
         folder = layout.shard_dir(shard)
