@@ -137,6 +137,11 @@ def _unreadable(files: list[str]) -> dict[str, str]:
     return bad
 
 
+# What status's queries (winners.sql, shard_progress.sql, part_progress.sql) read of a part: no token lists or text.
+LIGHT_COLUMNS = ("gen_key", "base_key", "turn", "attempt", "finish_reason", "finished_at", "completion_tokens", "error",
+                 "filename", "file_row_number")
+
+
 def _connect(layout: Layout, prompts: str | None, skip: set[str] = frozenset()) -> duckdb.DuckDBPyConnection:
     """DuckDB with the winners script run: over the whole results tree, or (`prompts`, SQL) over the parts less
     those in `skip` (unreadable) against that prompt set only."""
@@ -145,10 +150,10 @@ def _connect(layout: Layout, prompts: str | None, skip: set[str] = frozenset()) 
     else:
         con = duckdb.connect()
         files = [f for f in sorted(glob.glob(layout.parts_glob)) if f not in skip]
-        if files:
+        if files:  # read once: status's queries scan the parts several times
             listed = ", ".join(db.quote(f) for f in files)
-            con.execute(f"CREATE VIEW parts AS SELECT * FROM read_parquet([{listed}], filename = true, "
-                        "file_row_number = true)")
+            con.execute(f"CREATE TEMP TABLE parts AS SELECT {', '.join(LIGHT_COLUMNS)} FROM read_parquet([{listed}], "
+                        "filename = true, file_row_number = true)")
         else:  # "" names no file: the contract's empty table
             db.parquet_view(con, "parts", "", tables.PART, filename="true", file_row_number="true")
         con.register("_prompts_contract", tables.PROMPTS.empty_table())
@@ -262,9 +267,33 @@ class RunProgress:
     stale_rows: int  # in every shard folder, those of shards the split no longer has included
 
 
+def _snapshot(layout: Layout) -> tuple:
+    """What progress() reads, by name, size and modification time: equal snapshots give equal progress."""
+    paths = [*glob.glob(layout.parts_glob), *map(str, layout.split_dir.glob("shard-*.parquet")),
+             *glob.glob(str(parts_index_path(layout.shard_dir("*"))))]
+    stats = []
+    for path in sorted(paths):
+        try:
+            st = os.stat(path)
+        except FileNotFoundError:  # moved away meanwhile (quarantine, reset): the next snapshot differs anyway
+            continue
+        stats.append((path, st.st_size, st.st_mtime_ns))
+    return tuple(stats)
+
+
+_last_progress: list = [None, None]  # (layout and snapshot, progress): `status` then its ETA read the parts once
+
+
 def progress(layout: Layout) -> RunProgress:
     """Every split shard's progress, counting only rows of the current prompt set (merge's rule: a row belongs to
     it when its conversation's key, base_key, is a current split row's gen_key), and the stale rows on disk."""
+    key = (layout, _snapshot(layout))
+    if _last_progress[0] != key:
+        _last_progress[:] = key, _read_progress(layout)
+    return _last_progress[1]
+
+
+def _read_progress(layout: Layout) -> RunProgress:
     shards = {s: ShardProgress() for s in layout.split_shards()}
     if not shards:
         return RunProgress(shards, 0)
