@@ -53,7 +53,7 @@ def main() -> None:
                      extra_sampling={"ignore_eos": True}) as engine:
         start_s = round(time.perf_counter() - t0, 1)
         first, second = burst(engine, rows, args.max_new), burst(engine, rows, args.max_new)
-        version = engine.describe()["version"]
+        version = engine.info.version
     files = {sub.name: sum(1 for p in sub.rglob("*") if p.is_file()) for sub in sorted(args.cache_dir.iterdir())}
     record = {"label": args.label, "cache_dir_was_empty": was_empty, "engine_start_s": start_s,
               "burst": {"prompts": len(rows), "max_new_tokens": args.max_new}, "first_burst_s": first,

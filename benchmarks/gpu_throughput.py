@@ -104,7 +104,7 @@ def compare(args, workdir: Path) -> dict:
             runs.append(timed(run_shardgen, engine, config, workdir, prompts, workdir, repeat + 1))
             print(json.dumps(runs[-2:]), flush=True)
         a, b = summarize(runs, "engine_generate_list"), summarize(runs, "shardgen_generate")
-        return {"setting": args.setting, "engine": engine.describe(), "engine_start_s": start_s, "runs": runs,
+        return {"setting": args.setting, "engine": engine.info.record, "engine_start_s": start_s, "runs": runs,
                 "engine_output_tps": a, "shardgen_output_tps": b,
                 "shardgen_over_engine_output_tps": round(b["median"] / a["median"], 4)}
 

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 
-from shardgen.prompts.split import assign
+from shardgen.prompts.split import Balancer
 
 
 def shard_finish(decode_s: list[float], slots: int) -> float:
@@ -28,6 +28,15 @@ def shard_finish(decode_s: list[float], slots: int) -> float:
     for d in decode_s:
         heapq.heappush(free, heapq.heappop(free) + d)
     return max(free)
+
+
+def assign(costs: np.ndarray, ids: list[str], shards: int) -> tuple[np.ndarray, list[int]]:
+    """Each request's shard as split gives it (heaviest first, ties by id, onto the least loaded shard), and the
+    split order."""
+    order = sorted(range(len(ids)), key=lambda i: (-int(costs[i]), ids[i]))
+    shard_of = np.empty(len(ids), dtype=np.int32)
+    shard_of[order] = Balancer(shards).place(costs[order])
+    return shard_of, order
 
 
 def predict(prompt_tokens: np.ndarray, output_tokens: np.ndarray, step_rate: float, shards: int, slots: int) -> dict:

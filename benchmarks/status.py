@@ -18,12 +18,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from shardgen import tables
-from shardgen.generate.attempts import start_attempt
+from shardgen.config import Config
+from shardgen.generate.attempts import log_event, start_attempt
 from shardgen.layout import Layout, telemetry_path
 from shardgen.generate.checkpoint import PartWriter
 from shardgen.report.status import status
 
-ENGINE = {"mem_fraction_static": 0.9, "max_running_requests": None}
+# start_attempt takes typed engine settings (the schema's defaults here)
+ENGINE = Config.from_dict({"model": {"path": "/m"},
+                           "sources": [{"name": "s", "path": "x.jsonl", "format": "prompt"}]}).engine
 
 
 def build(root: Path, shards: int, parts: int, rows: int = 10) -> Layout:
@@ -35,7 +38,8 @@ def build(root: Path, shards: int, parts: int, rows: int = 10) -> Layout:
         keys += [f"{shard}-left-{i}" for i in range(500)]
         # status counts the rows of the current prompt set: the split's gen_keys
         pq.write_table(pa.table({"prompt_id": keys, "gen_key": keys}), layout.split(shard))
-        start_attempt(layout.shard_dir(shard), ENGINE)
+        attempt, _, _ = start_attempt(layout.shard_dir(shard), ENGINE)
+        log_event(layout.shard_dir(shard), attempt, "engine_started")  # status reads telemetry once generating
         writer = PartWriter(layout.shard_dir(shard))
         for p in range(parts):
             chunk = [{"prompt_id": f"{shard}-{p}-{r}", "gen_key": f"{shard}-{p}-{r}", "shard": shard, "attempt": 1,
@@ -43,8 +47,9 @@ def build(root: Path, shards: int, parts: int, rows: int = 10) -> Layout:
                       "completion_tokens": 3, "cached_tokens": 0, "latency_s": 1.0, "submitted_at": now,
                       "finished_at": now, "gpu": str(shard), "error": None} for r in range(rows)]
             writer.commit(chunk)
-            decode = {**dict.fromkeys(tables.TELEMETRY.names), "ts": now, "kind": "decode", "running": 256,
-                      "queue": 10, "gen_throughput": 7000.0}
+            # stamped after start_attempt: status reads only telemetry written since the attempt began
+            decode = {**dict.fromkeys(tables.TELEMETRY.names), "ts": datetime.now(timezone.utc), "kind": "decode",
+                      "running": 256, "queue": 10, "gen_throughput": 7000.0}
             pq.write_table(pa.Table.from_pylist([decode] * 10, schema=tables.TELEMETRY),
                            telemetry_path(layout.shard_dir(shard), p))
     return layout

@@ -126,7 +126,7 @@ def arms(config_path: Path, out: Path, order: list[str]) -> None:
         run_arm(engine, [{**r, "max_new_tokens": 16} for r in by_order["a"][:64]], "warm-up", bench.root / "engine")
         for name in order:
             result["arms"][name] = run_arm(engine, by_order[name], name, bench.root / "engine")
-            out.write_text(json.dumps({**result, "engine": engine.describe()}, indent=1, default=str) + "\n")
+            out.write_text(json.dumps({**result, "engine": engine.info.record}, indent=1, default=str) + "\n")
 
 
 def collect(config_path: Path, arms_path: Path, workflow_wall: float, out: Path) -> dict:

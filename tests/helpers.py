@@ -2,11 +2,13 @@
 `shardgen generate` subprocess, the fake SGLang's path."""
 
 import glob
+import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
+import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -14,6 +16,7 @@ from shardgen.config import Config
 from shardgen.generate.shard import generate_shard
 from shardgen.layout import Layout
 from shardgen.merge.dataset import merge
+from shardgen.merge.exports import EXPORTS, MANIFEST as EXPORTS_MANIFEST
 from shardgen.prompts.split import split
 from shardgen.prompts.stage import build_prompts
 
@@ -120,3 +123,49 @@ def stage(config: Config, shards: int) -> Layout:
 
 def part_rows(layout: Layout) -> list[dict]:
     return [r for p in sorted(glob.glob(layout.parts_glob)) for r in pq.read_table(p).to_pylist()]
+
+
+def check_results(work: Path) -> dict:
+    """Exactly once, token totals equal to the parts, and the manifest balances."""
+    res = work / "results"
+    q = lambda sql: duckdb.sql(sql.replace("RES", str(res))).fetchall()  # noqa: E731
+    # one row per generated turn (a first-turn source: turn 1 only), one turn 1 per prompt (conversation)
+    assert q("""SELECT count(*) FILTER (turn = 1), count(DISTINCT prompt_id), count(*) - count(DISTINCT (prompt_id, turn))
+                FROM 'RES/dataset/*.parquet'""")[0] == \
+        q("SELECT count(*), count(*), 0 FROM 'RES/prompts/prompts.parquet'")[0]
+    assert q("""SELECT count(*) FROM 'RES/prompts/prompts.parquet' p
+                ANTI JOIN 'RES/dataset/*.parquet' d USING (prompt_id)""")[0][0] == 0
+    summary = json.loads((res / "report" / "summary.json").read_text())
+    parts = q("""SELECT sum(prompt_tokens), sum(completion_tokens), count(DISTINCT gen_key), count(*),
+                        count(DISTINCT base_key)
+                 FROM 'RES/generate/shard-*/part-*.parquet' WHERE finish_reason IN ('stop', 'length')
+                 AND base_key IN (SELECT gen_key FROM 'RES/prompts/prompts.parquet')""")[0]
+    assert parts[2] == parts[3], "a gen_key was committed twice"
+    assert (summary["dataset_prompt_tokens"], summary["dataset_completion_tokens"]) == parts[:2]
+    assert summary["dataset_rows"] == parts[2], "a dataset row per generated turn"
+    assert summary["generated"] == parts[4] and summary["failed"] == 0
+    check_identities(summary)
+    assert summary["prompts_read"] == (summary["prompts_accepted"] + summary["prompts_rejected"]
+                                       + summary["prompts_duplicate"])
+    manifest = json.loads((res / "report" / "manifest.json").read_text())
+    for source in manifest["sources"]:
+        assert source["read"] == source["accepted"] + source["rejected"] + source["duplicates"], source
+        assert source["accepted"] == source["generated"] + source["failed"], source
+        assert sum(source["rejected_by_reason"].values()) == source["rejected"]
+    outputs = {Path(o["path"]).name: o for o in manifest["outputs"]}
+    assert set(outputs) == {"data.parquet", "train.jsonl", "failed.parquet", *EXPORTS, EXPORTS_MANIFEST}
+    rows = {name: outputs[name]["rows"] for name in EXPORTS}
+    assert rows["turns.jsonl"] == rows["turns.parquet"] == summary["dataset_rows"]  # a row per generated turn
+    assert rows["tokens.jsonl"] == rows["tokens.parquet"] == summary["generated"]  # a row per conversation
+    # the text exports: the conversations that have a turn before any cut by length (README: Exports)
+    assert rows["messages.jsonl"] == rows["sharegpt.jsonl"] <= summary["generated"]
+    assert len(summary["per_shard"]) == 2
+    return summary
+
+
+def check_identities(summary: dict) -> None:
+    """The headline is this dataset's tokens over its generation wall; every dataset row checked (one per generated
+    turn: check_results counts them against the parts)."""
+    wall, rate = summary["dataset_generation_wall_s"], summary["dataset_output_tokens_per_s"]
+    assert abs(rate * wall - summary["dataset_completion_tokens"]) <= 0.05 * wall + 1e-3 * rate, summary
+    assert summary["dataset_rows"] == summary["dataset_rows_checked"] >= summary["generated"], summary

@@ -29,8 +29,7 @@ def test_cache_variables_reach_the_scheduler_process(fake_sglang, demo_model, tm
                             "results_dir": str(tmp_path / "results"),
                             "sources": [{"name": "s", "path": "x.jsonl", "format": "prompt"}]})
     expected = tmp_path / "shared-cache" if cache_dir else tmp_path / "results" / "engine-cache"
-    engine = SGLangEngine(cfg.engine, ModelInfo.from_config(cfg.model), tmp_path / "shard", seed=cfg.seed,
-                          cache_dir=cfg.engine.cache_path(cfg.results))
+    engine = SGLangEngine(cfg, ModelInfo.from_config(cfg.model), tmp_path / "shard")
     try:
         seen = scheduler_environ(engine.engine.scheduler.pid)
     finally:
@@ -38,7 +37,7 @@ def test_cache_variables_reach_the_scheduler_process(fake_sglang, demo_model, tm
     for var, sub in CACHE_VARS.items():
         assert seen.get(var) == str(expected / sub), var
         assert (expected / sub).is_dir()
-    assert engine.describe()["cache_dir"] == str(expected)
+    assert engine.info.record["cache_dir"] == str(expected)
 
 
 def test_relative_cache_dir_lies_under_the_results_folder():

@@ -13,7 +13,7 @@ import pytest
 
 from shardgen.cli import main
 from shardgen.config import Config, ConfigError
-from shardgen.engines.sglang_args import build_server_args, graph_limit, logged_server_args, mamba_strategy
+from shardgen.engines.sglang_args import build_server_args, logged_server_args, run_settings
 from shardgen.layout import Layout
 from shardgen.prompts.stage import build_prompts
 from shardgen.target_model import ModelInfo
@@ -76,10 +76,15 @@ def test_logged_and_resolved_arguments_are_read_back_under_either_name():
                              "mamba_ssm_dtype='bfloat16')")
     assert old == {"disable_radix_cache": "False", "cuda_graph_max_bs": "256", "mamba_scheduler_strategy": "no_buffer",
                    "dtype": "auto"}
-    assert (mamba_strategy(old), graph_limit(old)) == ("no_buffer", 256)
-    assert (mamba_strategy(new), graph_limit(new), new["mamba_ssm_dtype"]) == ("extra_buffer", 512, "bfloat16")
-    assert mamba_strategy({"disable_radix_cache": True, "mamba_radix_cache_strategy": "no_buffer"}) == "no_radix"
-    assert graph_limit({"cuda_graph_max_bs_decode": None}) is None
+    old_settings, new_settings = run_settings(old), run_settings(new)
+    assert (old_settings.mamba_strategy, old_settings.graph_limit, old_settings.weights_dtype) == (
+        "no_buffer", 256, None)
+    assert old_settings.mamba_slots_per_request == 3
+    assert (new_settings.mamba_strategy, new_settings.graph_limit, new_settings.ssm_state_dtype) == (
+        "extra_buffer", 512, "bfloat16")
+    assert run_settings({"disable_radix_cache": True, "mamba_radix_cache_strategy": "no_buffer"}).mamba_strategy == \
+        "no_radix"
+    assert run_settings({"cuda_graph_max_bs_decode": None}).graph_limit is None
     assert logged_server_args("[2026-12-02 10:00:00] Load weight end.") is None
 
 
@@ -112,7 +117,7 @@ def test_generate_through_the_adapter(make_config, write_jsonl, version, monkeyp
     assert engine["startup"] == {"max_mamba_cache_size": 18, "mamba_pool_gb": 10.0, "kv_pool_tokens": 100000,
                                  "kv_pool_gb": 2.0, "max_total_num_tokens": 100000, "max_running_requests": 6}
     strategy = "mamba_scheduler_strategy" if version.startswith("0.5.13") else "mamba_radix_cache_strategy"
-    assert engine["resolved"][strategy] == "no_buffer"
+    assert engine["resolved"][strategy] == "no_buffer" and "mamba_strategy_auto" not in engine  # as configured
 
     telemetry = duckdb.sql(
         f"SELECT kind, count(*) n, max(running) running, max(mamba_usage) mamba FROM "

@@ -1,6 +1,7 @@
-"""The conversation-level exports: each loads with datasets.load_dataset as it is, one row per conversation, the
-regenerated answers in place of the originals, and a token export whose loss mask is checked against the demo
-model's chat template."""
+"""The exports: each loads with datasets.load_dataset as it is; the per-turn token export has a row per generated
+turn with its exact ids; the conversation-level ones a row per conversation, the regenerated answers in place of
+the originals, and a token export whose loss mask is checked against the demo model's chat template; text exports
+end a conversation before a turn cut by length (exports.on_length) and carry reasoning apart (model.reasoning_tags)."""
 
 import json
 from pathlib import Path
@@ -14,6 +15,7 @@ from shardgen.merge.exports import EXPORTS, write_exports
 from shardgen.layout import Layout
 
 from helpers import CONVERSATIONS, TURN_COLUMNS, render, end_of_turn, dataset_rows, load
+from merge_runs import SCRIPT, scripted_run
 
 # conversation id -> (system prompt or None, [(user, regenerated answer, original answer), ...])
 
@@ -30,9 +32,20 @@ def export_rows(root, rows) -> Layout:
     schema = pa.schema(list(tables.DATASET) + [pa.field(n, t) for n, t in TURN_COLUMNS])
     layout.dataset.parent.mkdir(parents=True)
     pq.write_table(pa.Table.from_pylist(rows[::-1], schema=schema), layout.dataset)  # turns out of order on disk
-    paths = write_exports(db.connect(layout), layout)
-    assert sorted(p.name for p in paths) == sorted(EXPORTS) and all(p.is_file() for p in paths)
+    write_exports(db.connect(layout), layout)
+    assert all(layout.export(name).is_file() for name in EXPORTS)
     return layout
+
+
+def read_jsonl(path: Path, key: str = "id") -> dict:
+    """Rows by id; an empty file (every conversation left out) is no rows (datasets refuses to load one)."""
+    return {row[key]: row for row in map(json.loads, path.read_text().splitlines())}
+
+
+def without_reasoning(conversation: list[dict]) -> list[dict]:
+    """messages.jsonl's messages with no reasoning in them, as {role, content}."""
+    assert all(m["reasoning_content"] is None for m in conversation)
+    return [{"role": m["role"], "content": m["content"]} for m in conversation]
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +74,7 @@ def test_messages_are_the_conversation_regeneration_rendered(exported, tokenizer
     for cid, (system, turns) in CONVERSATIONS.items():
         row = exported_rows[cid]
         assert set(row) == {"id", "conversations"}  # SpecForge hands any other column to the template
-        conversation = row["conversations"]
+        conversation = without_reasoning(row["conversations"])
         assert [m["role"] for m in conversation] == ["system"] * bool(system) + ["user", "assistant"] * len(turns)
         offset = 1 if system else 0
         for t in range(1, len(turns) + 1):
@@ -87,7 +100,7 @@ def test_token_loss_mask_is_one_exactly_on_the_last_generation(exported, tokeniz
         ids, mask = row["input_ids"], row["loss_mask"]
         assert set(row) == {"id", "input_ids", "loss_mask"} and len(ids) == len(mask) and set(mask) <= {0, 1}
         assert all(type(v) is int for v in ids + mask)  # SpecForge rejects bools
-        conversation = conversations[cid]["conversations"]
+        conversation = without_reasoning(conversations[cid]["conversations"])
         cut = mask.index(1)
         assert mask == [0] * cut + [1] * (len(mask) - cut)
         # the unsupervised part is the template applied to the conversation up to its last user turn
@@ -138,13 +151,14 @@ def test_earlier_answers_are_masked_because_a_template_may_rerender_them(tmp_pat
     assert "Blue." in prompt_text and "the user wants" not in prompt_text  # re-rendered, reasoning gone
     assert ids[cut:] == rows[1]["output_ids"] and sum(mask) == len(rows[1]["output_ids"])
     conversation = load(layout.export("messages.jsonl"))["q"]["conversations"]
-    assert ids[:cut] == render(tokenizer, conversation[:-1])
-    whole = render(tokenizer, conversation, generation_prompt=False)  # the last turn keeps its reasoning
-    assert whole[:len(ids)] == ids and tokenizer.decode(whole[len(ids):]) == "\n"
+    assert ids[:cut] == render(tokenizer, conversation[:-1])  # the history's visible answers, as the template left them
+    assert [(m["content"], m["reasoning_content"]) for m in conversation if m["role"] == "assistant"] == [
+        ("Blue.", "the user wants a colour"), ("Green.", "another one")]  # each turn's reasoning apart
 
 
 def test_merge_writes_the_exports_of_a_demo_run(make_config, write_jsonl):
-    """The demo run's first-turn rows: each a one-turn conversation, in every export."""
+    """The demo run's first-turn rows: each a one-turn conversation in the token exports, and in the text exports
+    when it stopped (the random model's answers are often cut by max_new_tokens)."""
     from shardgen.merge.dataset import merge
     from helpers import stage
 
@@ -154,17 +168,21 @@ def test_merge_writes_the_exports_of_a_demo_run(make_config, write_jsonl):
     merge(layout, ds / "data.parquet", ds / "train.jsonl", layout.root / "merge" / "failed.parquet")
     dataset = {r["prompt_id"]: r for r in pq.read_table(ds / "data.parquet").to_pylist()}
     ids = {r.get("conversation_id", r["prompt_id"]): r for r in dataset.values()}
-    sharegpt, messages = load(layout.export("sharegpt.jsonl")), load(layout.export("messages.jsonl"))
+    stopped = {cid for cid, r in ids.items() if r["finish_reason"] == "stop"}
+    sharegpt, messages = read_jsonl(layout.export("sharegpt.jsonl")), read_jsonl(layout.export("messages.jsonl"))
     for name in ("tokens.jsonl", "tokens.parquet"):
         tokens = load(layout.export(name))
-        assert set(tokens) == set(ids) == set(sharegpt) == set(messages)
+        assert set(tokens) == set(ids)
         for cid, r in ids.items():
             assert tokens[cid]["input_ids"] == r["prompt_ids"] + r["output_ids"]
             assert sum(tokens[cid]["loss_mask"]) == len(r["output_ids"])
-    for cid, r in ids.items():
-        assert messages[cid]["conversations"] == r["messages"] + [{"role": "assistant", "content": r["completion"]}]
+    assert set(sharegpt) == set(messages) == stopped
+    for cid in stopped:
+        r = ids[cid]
+        assert without_reasoning(messages[cid]["conversations"]) == r["messages"] + [
+            {"role": "assistant", "content": r["completion"]}]
         assert sharegpt[cid]["conversations"][-1] == {"from": "gpt", "value": r["completion"]}
-    assert json.loads(layout.export("messages.jsonl").read_text().splitlines()[0]).keys() == {"id", "conversations"}
+    assert sorted(t["prompt_id"] for t in read_jsonl(layout.train, key="prompt_id").values()) == sorted(stopped)
 
 
 def test_shardgen_merge_writes_the_sidecar_manifest(make_config, write_jsonl):
@@ -182,6 +200,7 @@ def test_shardgen_merge_writes_the_sidecar_manifest(make_config, write_jsonl):
     record = json.loads(layout.export(MANIFEST).read_text())
     assert record["sources"]["a"]["system_prompt"] == "Be kind." and len(record["model"]["template"]) == 64
     assert sorted(Path(p).name for p in record["files"]) == sorted(EXPORTS)
-    conversations = load(layout.export("messages.jsonl"))
-    assert all(r["conversations"][0] == {"role": "system", "content": "Be kind."} for r in conversations.values())
-    assert all(r["system"] == "Be kind." for r in load(layout.export("sharegpt.jsonl")).values())
+    conversations = read_jsonl(layout.export("messages.jsonl"))
+    assert all(r["conversations"][0] == {"role": "system", "content": "Be kind.", "reasoning_content": None}
+               for r in conversations.values())
+    assert all(r["system"] == "Be kind." for r in read_jsonl(layout.export("sharegpt.jsonl")).values())

@@ -15,7 +15,7 @@ import duckdb
 import pytest
 
 from conftest import copy_workflow
-from shardgen.merge.exports import EXPORTS, MANIFEST as EXPORTS_MANIFEST
+from helpers import check_results
 
 pytestmark = pytest.mark.slow
 BIN = Path(sys.executable).parent
@@ -39,49 +39,6 @@ def workdir(tmp_path) -> Path:
     work = copy_workflow(tmp_path)
     (work / "config" / "test.yaml").write_text("shards: 2\n")
     return work
-
-
-def check_results(work: Path) -> dict:
-    """Exactly once, token totals equal to the parts, and the manifest balances."""
-    res = work / "results"
-    q = lambda sql: duckdb.sql(sql.replace("RES", str(res))).fetchall()  # noqa: E731
-    # one row per generated turn (a first-turn source: turn 1 only), one turn 1 per prompt (conversation)
-    assert q("""SELECT count(*) FILTER (turn = 1), count(DISTINCT prompt_id), count(*) - count(DISTINCT (prompt_id, turn))
-                FROM 'RES/dataset/*.parquet'""")[0] == \
-        q("SELECT count(*), count(*), 0 FROM 'RES/prompts/prompts.parquet'")[0]
-    assert q("""SELECT count(*) FROM 'RES/prompts/prompts.parquet' p
-                ANTI JOIN 'RES/dataset/*.parquet' d USING (prompt_id)""")[0][0] == 0
-    summary = json.loads((res / "report" / "summary.json").read_text())
-    parts = q("""SELECT sum(prompt_tokens), sum(completion_tokens), count(DISTINCT gen_key), count(*),
-                        count(DISTINCT base_key)
-                 FROM 'RES/generate/shard-*/part-*.parquet' WHERE finish_reason IN ('stop', 'length')
-                 AND base_key IN (SELECT gen_key FROM 'RES/prompts/prompts.parquet')""")[0]
-    assert parts[2] == parts[3], "a gen_key was committed twice"
-    assert (summary["dataset_prompt_tokens"], summary["dataset_completion_tokens"]) == parts[:2]
-    assert summary["dataset_rows"] == parts[2], "a dataset row per generated turn"
-    assert summary["generated"] == parts[4] and summary["failed"] == 0
-    check_identities(summary)
-    assert summary["prompts_read"] == (summary["prompts_accepted"] + summary["prompts_rejected"]
-                                       + summary["prompts_duplicate"])
-    manifest = json.loads((res / "report" / "manifest.json").read_text())
-    for source in manifest["sources"]:
-        assert source["read"] == source["accepted"] + source["rejected"] + source["duplicates"], source
-        assert source["accepted"] == source["generated"] + source["failed"], source
-        assert sum(source["rejected_by_reason"].values()) == source["rejected"]
-    outputs = {Path(o["path"]).name: o for o in manifest["outputs"]}
-    assert set(outputs) == {"data.parquet", "train.jsonl", "failed.parquet", *EXPORTS, EXPORTS_MANIFEST}
-    conversations = {outputs[name]["rows"] for name in EXPORTS}  # one row per conversation in every export
-    assert len(conversations) == 1 and 0 < conversations.pop() <= summary["dataset_rows"]
-    assert len(summary["per_shard"]) == 2
-    return summary
-
-
-def check_identities(summary: dict) -> None:
-    """The headline is this dataset's tokens over its generation wall; every dataset row checked (one per generated
-    turn: check_results counts them against the parts)."""
-    wall, rate = summary["dataset_generation_wall_s"], summary["dataset_output_tokens_per_s"]
-    assert abs(rate * wall - summary["dataset_completion_tokens"]) <= 0.05 * wall + 1e-3 * rate, summary
-    assert summary["dataset_rows"] == summary["dataset_rows_checked"] >= summary["generated"], summary
 
 
 def test_demo_end_to_end_and_single_shard_rerun(workdir):

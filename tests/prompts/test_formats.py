@@ -91,3 +91,21 @@ def test_readme_configuration_table_and_formats_are_the_generated_ones():
     table = "\n".join(line for line in section.splitlines() if line.startswith("|"))
     assert table == key_table(), "README's key table differs from the schema: paste `python -m shardgen.config_doc`"
     assert formats_text() in section
+
+
+def test_an_empty_later_user_turn_is_rejected_naming_the_turn():
+    row = {"conversations": [{"from": "human", "value": "Hi"}, {"from": "gpt", "value": "Hello"},
+                             {"from": "human", "value": "   "}, {"from": "gpt", "value": "?"}]}
+    with pytest.raises(RowError) as err:
+        conversation(row, "sharegpt", {}, None, "each_turn")
+    assert (err.value.reason, err.value.detail) == (
+        "empty_prompt", "user turn 2 is empty or whitespace (each_turn regenerates every user turn)")
+    assert conversation(row, "sharegpt", {}, None, "first")[0].messages == [{"role": "user", "content": "Hi"}]
+
+
+def test_an_empty_first_turn_says_so_when_a_later_turn_has_text():
+    row = {"conversations": [{"from": "human", "value": " "}, {"from": "gpt", "value": "Hello"},
+                             {"from": "human", "value": "Now?"}]}
+    with pytest.raises(RowError) as err:
+        conversation(row, "sharegpt", {}, None, "each_turn")
+    assert (err.value.reason, err.value.detail) == ("empty_prompt", "user turn 1 is empty or whitespace")

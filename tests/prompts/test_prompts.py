@@ -127,3 +127,13 @@ def test_a_row_that_crashes_the_tokenizer_stops_the_stage_naming_it(fault, worke
     with pytest.raises(PromptsError, match=r"source 'b' row 22\b"):
         build_prompts(config, tmp_path / "prompts", workers=workers)
     assert not list((tmp_path / "prompts").iterdir())  # no prompts.parquet, no partial temp file
+
+
+def test_rejected_and_duplicate_rows_carry_their_own_id(make_config, write_jsonl, tmp_path):
+    turn = lambda text: {"conversations": [{"from": "human", "value": text}]}  # noqa: E731
+    path = write_jsonl("s.jsonl", [{"id": "a-1", **turn("Hi?")}, {"id": 7, **turn("Hi?")}, {"id": "a-3", **turn(" ")},
+                                   {"id": "a-4", **turn("word " * 600)}, turn("  ")])
+    _, read = run(make_config([{"name": "s", "path": path, "format": "sharegpt"}]), tmp_path)
+    assert [(d["source_row"], d["id"]) for d in read["duplicates"]] == [(1, "7")]
+    assert [(r["source_row"], r["reason"], r["id"]) for r in read["rejected"]] == [
+        (2, "empty_prompt", "a-3"), (3, "too_long", "a-4"), (4, "empty_prompt", None)]

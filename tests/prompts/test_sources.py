@@ -32,10 +32,17 @@ def test_jsonl_rows_and_unreadable_lines(tmp_path):
     rows = rows_of(chunks)
     assert [i for i, _ in rows] == [0, 2, 3, 4]  # source_row is the line index; blank lines are not rows
     assert rows[0][1] == {"query": "q1"}
-    assert isinstance(rows[1][1], RowError) and "line 3: malformed JSON" in rows[1][1].detail
+    assert isinstance(rows[1][1], RowError) and "line 3 (source_row 2): malformed JSON" in rows[1][1].detail
     assert isinstance(rows[2][1], RowError) and "invalid UTF-8" in rows[2][1].detail
     assert rows[3][1] == [1, 2]  # not an object: rejected later by the normalizer
     assert fingerprint.startswith("sha256:") and origin == str(path)
+
+
+def test_a_json_message_ending_in_at_reads_once(tmp_path):
+    path = tmp_path / "a.jsonl"
+    path.write_text('{"query": "no end}')  # the last line, with no newline: the string never ends
+    (_, row), = rows_of(open_source(source(path=str(path)))[0])
+    assert row.detail == "line 1 (source_row 0): malformed JSON (Unterminated string starting at column 11)"
 
 
 @pytest.mark.parametrize("suffix", [".jsonl", ".json", ".parquet"])

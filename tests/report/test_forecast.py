@@ -41,3 +41,23 @@ def test_forecast_from_a_runs_own_rate(make_config, write_jsonl, capsys):
     assert main(["--results", str(layout.root), "forecast", "--prompts", "1000", "--gpus", "2", "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
     assert result["output_tokens_per_prompt"] > 0 and result["seconds"] > 0 and "this run: 1 shard" in result["measured"]
+
+
+def test_a_missing_log_is_a_clear_error(tmp_path, caplog):
+    missing = tmp_path / "run.log"
+    assert main(["--results", str(tmp_path), "forecast", "--prompts", "10", "--output-tokens", "5", "--gpus", "1",
+                 "--log", str(missing)]) == 2
+    assert f"--log {missing}: no such file" in caplog.text
+
+
+def test_a_cpu_runs_forecast_counts_its_side_by_side_engines_and_says_cpu(make_config, write_jsonl):
+    from helpers import stage
+    from shardgen.report.efficiency_forecast import forecast as run_forecast, markdown
+
+    config = make_config([{"name": "a", "path": write_jsonl("a.jsonl", [{"query": f"Say {i}."} for i in range(8)]),
+                           "format": "query_response"}])
+    assert config.gpus == 0 and config.n_shards == 2  # the demo's
+    f = run_forecast(config, stage(config, 2), {"generated": 8, "dataset_generation_wall_s": 1.0})
+    assert (f["gpus"], f["device"]) == (2, "cpu")  # both shards' engines ran at once, not "1 GPU(s)"
+    text = markdown({"efficiency": [], "forecast": f})
+    assert "on 2 CPU engine(s)" in text and "GPU(s)" not in text and "says nothing about a GPU run" in text

@@ -9,6 +9,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from shardgen import tables
+from shardgen.config import Config
 from shardgen.generate.attempts import start_attempt
 from shardgen.cli import main
 from shardgen.generate.shard import generate_shard
@@ -17,6 +18,10 @@ from shardgen.generate.checkpoint import PartWriter
 from shardgen.report.status import status
 
 from helpers import part_rows, stage
+
+# start_attempt takes typed engine settings (the schema's defaults here)
+ENGINE = Config.from_dict({"model": {"path": "/m"},
+                           "sources": [{"name": "s", "path": "x.jsonl", "format": "prompt"}]}).engine
 
 
 def test_status_query_and_reset(make_config, write_jsonl, capsys):
@@ -44,7 +49,7 @@ def test_status_query_and_reset(make_config, write_jsonl, capsys):
 
     before = len(part_rows(layout))
     assert main(["--results", results, "reset", "1"]) == 0
-    assert "snakemake -R" in capsys.readouterr().out
+    assert "snakemake --configfile <the run's config file> -R" in capsys.readouterr().out
     assert not layout.done(1).exists() and not layout.shard_dir(1).exists()
     moved = list(layout.reset_dir.glob("shard-001-*/part-*.parquet"))
     assert moved and len(part_rows(layout)) < before  # moved aside, out of the committed set, not deleted
@@ -60,7 +65,7 @@ def test_status_shows_live_tokens_per_second_from_the_newest_telemetry(tmp_path,
     pq.write_table(pa.table({"prompt_id": [f"p{i}" for i in range(40)], "gen_key": [f"k{i}" for i in range(40)]}),
                    layout.split(0))
     shard_dir = layout.shard_dir(0)
-    start_attempt(shard_dir, {"mem_fraction_static": 0.9, "max_running_requests": None})
+    start_attempt(shard_dir, ENGINE)
     now = datetime.now(timezone.utc)
     entry = json.loads((shard_dir / "attempts.jsonl").read_text())  # started a minute before its telemetry
     entry["started_at"] = (now - timedelta(seconds=60)).isoformat()
@@ -149,7 +154,7 @@ def test_status_says_a_shard_is_down_when_its_process_is_gone(tmp_path, capsys):
     layout.split_dir.mkdir(parents=True)
     pq.write_table(pa.table({"prompt_id": [f"p{i}" for i in range(4)]}), layout.split(0))
     shard_dir = layout.shard_dir(0)
-    start_attempt(shard_dir, {"mem_fraction_static": 0.9, "max_running_requests": None})
+    start_attempt(shard_dir, ENGINE)
     now = datetime.now(timezone.utc)
     row = dict.fromkeys(tables.TELEMETRY.names)
     pq.write_table(pa.Table.from_pylist([{**row, "ts": now, "kind": "decode", "running": 256, "gen_throughput": 7485.0}],
@@ -175,3 +180,96 @@ def test_status_says_a_shard_is_down_when_its_process_is_gone(tmp_path, capsys):
     beat = json.loads(heartbeat_path(shard_dir).read_text())
     heartbeat_path(shard_dir).write_text(json.dumps({**beat, "host": "other-node", "at": time.time() - 31}))
     assert status(layout)[0]["state"] == "down:killed"  # another host: a stale heartbeat is all it takes
+
+
+def _typo_config(tmp_path, results) -> str:
+    path = tmp_path / "typo.yaml"
+    path.write_text(f"results_dir: {results}\ndefaults:\n  tempreature: 0.5\n")
+    return str(path)
+
+
+def test_every_command_validates_the_config_it_is_given(tmp_path, caplog):
+    from shardgen.config import Config, ConfigError
+
+    typo = _typo_config(tmp_path, tmp_path / "results")
+    try:
+        Config.from_dict({"model": {"path": "m"}, "defaults": {"tempreature": 0.5},
+                          "sources": [{"name": "a", "path": "a.jsonl", "format": "prompt"}]})
+    except ConfigError as err:
+        workflow_message = str(err)  # what a workflow run (common.smk's Config.from_dict) says
+    for command in (["status"], ["query", "throughput"], ["reset", "0"], ["forecast"], ["diagnose"],
+                    ["--results", str(tmp_path), "status"]):
+        caplog.clear()
+        assert main(["--config", typo, *command]) == 2, command
+        assert [r.getMessage() for r in caplog.records if r.levelname == "ERROR"] == [workflow_message], command
+    assert "did you mean 'defaults.temperature'" in workflow_message
+    caplog.clear()
+    assert main(["--config", typo, "retry"]) == 2  # a step needs the whole config: the missing keys are named too
+    assert "'model' is a required property" in caplog.text and "did you mean 'defaults.temperature'" in caplog.text
+
+
+def test_an_overlay_with_a_few_keys_is_enough_for_the_read_only_commands(tmp_path, capsys):
+    overlay = tmp_path / "mine.yaml"
+    overlay.write_text(f"results_dir: {tmp_path / 'elsewhere'}\n")
+    assert main(["--config", str(overlay), "status"]) == 0
+    assert capsys.readouterr().out.startswith("(no rows)")
+
+
+def _two_split_shards(tmp_path) -> tuple[Layout, str]:
+    layout = Layout(tmp_path / "results")
+    layout.split_dir.mkdir(parents=True)
+    for shard in (0, 1):
+        pq.write_table(pa.table({"prompt_id": ["p"]}), layout.split(shard))
+    layout.shard_dir(1).mkdir(parents=True)
+    config = tmp_path / "mine.yaml"
+    config.write_text(f"results_dir: {layout.root}\n")
+    return layout, str(config)
+
+
+def test_reset_prints_a_rerun_with_the_config_and_refuses_a_shard_that_is_not_there(tmp_path, capsys, caplog):
+    layout, config = _two_split_shards(tmp_path)
+    assert main(["--config", config, "reset", "9"]) == 2
+    assert f"no shard 9 in {layout.root}: this run has shards 0-1" in caplog.text
+    assert main(["--config", config, "reset", "1"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == f"now run: snakemake --configfile {config} -R {layout.done(1)}"
+
+
+def test_retry_reads_the_workflow_config_when_none_is_given(make_config, write_jsonl, tmp_path, monkeypatch,
+                                                            capsys, caplog):
+    monkeypatch.delenv("SHARDGEN_CONFIG", raising=False)
+    monkeypatch.chdir(tmp_path)
+    assert main(["retry"]) == 2  # no config anywhere: says where one comes from
+    assert "--config FILE, $SHARDGEN_CONFIG (the workflow sets it for its steps), or config/config.yaml" in caplog.text
+
+    path = write_jsonl("a.jsonl", [{"query": f"Spell {i}."} for i in range(4)])
+    config = make_config([{"name": "a", "path": path, "format": "query_response"}])
+    stage(config, 1)
+    (tmp_path / "config").mkdir()
+    (tmp_path / "config" / "config.yaml").write_text(config.write_resolved().read_text())
+    assert main(["retry"]) == 0  # as the README writes it, from the workflow's folder
+    assert json.loads(capsys.readouterr().out) == {"retried_shards": {}}
+
+
+def test_an_engine_abort_fault_fails_requests_that_shardgen_retry_generates_again(make_config, write_jsonl,
+                                                                                    monkeypatch, capsys):
+    path = write_jsonl("a.jsonl", [{"query": f"Count the {'apples' if i % 2 else 'pears'} {i}."} for i in range(6)])
+    config = make_config([{"name": "a", "path": path, "format": "query_response"}])
+    monkeypatch.setenv("SHARDGEN_FAULT", "engine_abort:apples")  # the README's way to see a real retry
+    layout = stage(config, 1)
+    failed = pq.read_table(layout.shard_failed(0)).to_pylist()
+    assert len(failed) == 3 and {f["error"] for f in failed} == {"simulated engine abort on 'apples' (SHARDGEN_FAULT)"}
+    monkeypatch.delenv("SHARDGEN_FAULT")
+    assert main(["--config", str(config.write_resolved()), "retry"]) == 0
+    assert json.loads(capsys.readouterr().out.splitlines()[-1]) == {"retried_shards": {"0": {"generated": 6,
+                                                                                             "failed": 0}}}
+
+
+def test_diagnose_on_a_cpu_run_points_at_the_bundled_log_which_it_diagnoses(tmp_path, caplog, capsys):
+    from conftest import REPO
+
+    assert main(["--results", str(tmp_path / "results"), "diagnose"]) == 2  # the CPU demo: no SGLang telemetry
+    example = "tests/data/sglang-logs/nh8b-no_buffer-default.log"
+    assert "the CPU engine writes none" in caplog.text and f"`shardgen diagnose {example}`" in caplog.text
+    assert f"`shardgen diagnose {example}`" in (REPO / "README.md").read_text()
+    assert main(["--results", str(tmp_path / "results"), "diagnose", str(REPO / example)]) == 0
+    assert "mamba_pool_bound" in capsys.readouterr().out

@@ -6,6 +6,8 @@ import sys
 from functools import partial
 from types import SimpleNamespace
 
+import pytest
+
 from shardgen import locks
 from shardgen.locks import clear_stale_locks
 
@@ -31,3 +33,34 @@ def test_a_live_run_is_named_and_its_locks_are_kept(tmp_path, caplog, monkeypatc
     assert (state / "locks" / "0.input.lock").exists()
     assert f"another snakemake run of this workflow is alive (pid {holder.pid})" in caplog.text
     assert "do not use --unlock" in caplog.text
+
+
+@pytest.mark.slow
+def test_a_second_run_ends_on_shardgens_word_not_snakemakes_unlock_advice(tmp_path):
+    import os
+    from pathlib import Path
+
+    from conftest import copy_workflow
+
+    work = copy_workflow(tmp_path)
+    state = work / ".snakemake"
+    (state / "locks").mkdir(parents=True)
+    (state / "locks" / "0.output.lock").write_text("results/prompts/prompts.parquet\n")  # as the live run locks it
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import sys, time; from pathlib import Path; from shardgen.locks import hold_run_guard\n"
+        "assert hold_run_guard(Path('.snakemake')); print('held', flush=True); time.sleep(120)")],
+        cwd=work, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        bin_dir = Path(sys.executable).parent
+        second = subprocess.run([str(bin_dir / "snakemake"), "--configfile", "config/demo.yaml", "-c1"], cwd=work,
+                                env={**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"},
+                                capture_output=True, text=True, timeout=300)
+    finally:
+        holder.kill()
+        holder.wait()
+    out = (second.stdout + second.stderr).strip()
+    assert second.returncode != 0 and "LockException" in out, out[-3000:]  # refused, as before
+    assert out.splitlines()[-1] == (
+        f"shardgen: another snakemake run of this workflow is alive (pid {holder.pid}); do not use --unlock (its "
+        f"locks are not stale): wait for it to finish, or stop it (Ctrl-C in its terminal, or kill -TERM {holder.pid})")

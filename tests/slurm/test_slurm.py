@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from conftest import copy_workflow, own_group
-from test_workflow import check_results
+from helpers import check_results
 
 pytestmark = pytest.mark.slurm
 HERE = Path(__file__).parent

@@ -108,3 +108,28 @@ def test_a_later_call_with_other_sample_settings_is_refused(tune_env):
     assert other.returncode == 2 and "different max_new_tokens" in other.stderr
     unknown = tune("--settings", "no_radix_9")
     assert unknown.returncode == 2 and "unknown ['no_radix_9']" in unknown.stderr
+
+
+def test_a_setting_that_changes_the_numerics_is_ranked_but_recommended_only_when_allowed(tune_env):
+    tune, tune_dir = tune_env
+    # the fake decodes 1.5x faster with a bfloat16 SSM state; the demo model's config keeps SGLang's float32
+    measured = tune("--caps", "8", "--settings", "no_radix_8,no_radix_8_bf16", "--count", "0")
+    assert measured.returncode == 0, measured.stderr[-3000:]
+    summary = json.loads((tune_dir / "tune.json").read_text())
+    ranking = {r["setting"]: r for r in summary["ranking"]}
+    assert [r["setting"] for r in summary["ranking"]] == ["no_radix_8_bf16", "no_radix_8"]  # by steady decode
+    assert ranking["no_radix_8_bf16"]["steady_decode_tps"] == 360.0
+    assert ranking["no_radix_8_bf16"]["numerics_change"] == \
+        "mamba_ssm_dtype bfloat16 (the model's SSM state is float32)"
+    assert ranking["no_radix_8"]["numerics_change"] is None
+    assert summary["best"] == "no_radix_8" and summary["allow_numerics_change"] is False
+    assert "numerics_change" in (tune_dir / "ranking.md").read_text()
+    best = yaml.safe_load((tune_dir / "best.yaml").read_text())["engine"]
+    assert "mamba_ssm_dtype" not in best["args"] and best["max_running_requests"] == 8
+
+    allowed = tune("--caps", "8", "--settings", "no_radix_8,no_radix_8_bf16", "--allow-numerics-change")  # ranks again
+    assert allowed.returncode == 0, allowed.stderr[-3000:]
+    assert json.loads((tune_dir / "tune.json").read_text())["best"] == "no_radix_8_bf16"
+    fragment = (tune_dir / "best.yaml").read_text()
+    assert yaml.safe_load(fragment)["engine"]["args"]["mamba_ssm_dtype"] == "bfloat16"
+    assert "# changes the model's numerics (allowed by --allow-numerics-change): mamba_ssm_dtype bfloat16" in fragment

@@ -1,3 +1,4 @@
+import atexit
 import json
 import sys
 from pathlib import Path
@@ -7,7 +8,7 @@ from snakemake.utils import available_cpu_count
 from shardgen.config import Config
 from shardgen.report.figures import FIGURES
 from shardgen.layout import SHARD_REGEX, SHARD_WILDCARD as SHARD, Layout, shard_ids
-from shardgen.locks import clear_stale_locks
+from shardgen.locks import clear_stale_locks, hold_run_guard
 from shardgen.prompts.sources import check_readable
 
 
@@ -22,6 +23,22 @@ check_readable(CONFIG.sources)
 # job's own parse of this file sets it again): engine, checkpoint and other knobs that must not rerun anything.
 CONFIG.export_for_jobs()
 clear_stale_locks(workflow)
+
+
+def other_run_alive_at_exit():
+    """Another live run holds the run guard: Snakemake will refuse to lock the folder and end on its LockException,
+    whose advice (--unlock) is the one thing not to do while that run writes. Said again as the process exits, the
+    last line on screen is this one."""
+    guard = Path(".snakemake") / "shardgen-run.lock"
+    pid = guard.read_text().strip() or "?"
+    print(f"shardgen: another snakemake run of this workflow is alive (pid {pid}); do not use --unlock (its locks "
+          f"are not stale): wait for it to finish, or stop it (Ctrl-C in its terminal, or kill -TERM {pid})",
+          file=sys.stderr)
+
+
+# clear_stale_locks took the guard if it could; one more try, without waiting, says whether it did.
+if workflow.is_main_process and not hold_run_guard(wait_s=0):
+    atexit.register(other_run_alive_at_exit)
 
 wildcard_constraints:
     shard=SHARD_REGEX,

@@ -15,7 +15,7 @@ rule generate:
     benchmark:
         LAYOUT.benchmark("generate", SHARD)
     resources:
-        gpu=CONFIG.engine.tp_size if CONFIG.gpus > 0 else 0,
+        gpu=CONFIG.engine.gpus_per_engine if CONFIG.gpus > 0 else 0,
     conda:
         BACKEND_ENV
     shell:
@@ -36,7 +36,7 @@ rule retry_failed:
     params:
         limit=3,
     resources:
-        gpu=CONFIG.engine.tp_size if CONFIG.gpus > 0 else 0,
+        gpu=CONFIG.engine.gpus_per_engine if CONFIG.gpus > 0 else 0,
     conda:
         BACKEND_ENV
     shell:

@@ -1,4 +1,4 @@
-# Stage 4 and 5: the final dataset and training export, then the DuckDB report.
+# Stage 4 and 5: the final dataset and the exports for trainers, then the DuckDB report.
 # On a cluster, merge is a cluster job (it streams the whole dataset); report is local (small queries).
 from shardgen.merge.exports import EXPORTS, MANIFEST as EXPORTS_MANIFEST
 
@@ -11,7 +11,7 @@ rule merge:
         dataset=LAYOUT.dataset,
         train=LAYOUT.train,
         failed=LAYOUT.failed,
-        # the conversation-level exports (shardgen/merge/exports.py), written by merge where Layout puts them
+        # the exports for trainers (shardgen/merge/exports.py), written by merge where Layout puts them
         exports=[LAYOUT.export(name) for name in EXPORTS],
         exports_manifest=LAYOUT.export(EXPORTS_MANIFEST),
     log:
@@ -20,6 +20,7 @@ rule merge:
         LAYOUT.benchmark("merge")
     params:
         settings=GEN_SETTINGS,
+        exports=output_settings("exports"),  # what the text exports carry: a change rewrites them
     retries: 0
     conda:
         BACKEND_ENV

@@ -1,4 +1,7 @@
-"""The `shardgen` command: one subcommand per workflow step, plus status, query and reset for users."""
+"""The `shardgen` command: one subcommand per workflow step, plus status, query, reset and the analyses for users.
+
+COMMANDS is the whole interface: each entry a stage's function, its help and its options. A command reads its
+arguments, calls the function and prints what it returns; what to do lives in the stage."""
 
 import argparse
 import json
@@ -6,106 +9,37 @@ import logging
 import os
 import sys
 import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from shardgen import ShardgenError
 from shardgen.atomic import write_text
-from shardgen.config import CONFIG_ENV, Config, ConfigError, results_dir_of
+from shardgen.config import DEFAULT_CONFIG, Config, ConfigError, complete_config, config_path, results_dir_of
 from shardgen.layout import Layout, shard_id
 
 
 def _config(args) -> Config:
-    path = args.config or os.environ.get(CONFIG_ENV)
-    if not path:
-        raise ConfigError(f"shardgen {args.command} needs --config or SHARDGEN_CONFIG (the workflow sets it)")
+    """The whole config, validated as a workflow run validates it."""
+    path = config_path(args.config)
+    if path is None:
+        raise ConfigError(f"shardgen {args.command} needs a config: --config FILE, $SHARDGEN_CONFIG (the workflow "
+                          "sets it for its steps), or config/config.yaml in the current folder")
     return Config.from_file(path)
 
 
+def _config_if_complete(args) -> Config | None:
+    """The whole config where one is given and complete (an overlay with a few keys is not); a typo fails."""
+    path = config_path(args.config)
+    return complete_config(path) if path else None
+
+
 def _results_dir(args) -> Path:
-    """--results, else the `results_dir` of --config (or $SHARDGEN_CONFIG), else ./results: the read-only commands
-    must look where the user's config writes."""
-    if args.results:
-        return Path(args.results)
-    path = args.config or os.environ.get(CONFIG_ENV)
-    return results_dir_of(Path(path)) if path else Path("results")
-
-
-def cmd_demo_model(args):
-    from shardgen.demo_model import build
-
-    build(Path(args.out), Path(args.corpus), seed=args.seed)
-
-
-def cmd_prompts(args):
-    from shardgen.prompts.stage import build_prompts
-
-    counts = build_prompts(_config(args), Path(args.out), workers=args.workers)
-    print(json.dumps(counts, indent=1))
-
-
-def cmd_split(args):
-    from shardgen.prompts.split import split
-
-    config = _config(args)
-    loads = split(Layout(config.results).prompts, Path(args.out), config.n_shards)
-    print(json.dumps({"expected_tokens_per_shard": loads}))
-
-
-class Interrupted(KeyboardInterrupt):
-    """Ctrl-C: said in one line (what was kept), not as a traceback."""
-
-
-def cmd_generate(args):
-    from shardgen.generate.shard import generate_shard
-    from shardgen.generate.checkpoint import part_files
-
-    config = _config(args)
-    try:
-        record = generate_shard(config, args.shard, Path(args.done))
-    except KeyboardInterrupt:
-        kept = len(part_files(Layout(config.results).shard_dir(args.shard)))
-        raise Interrupted(f"shard {shard_id(args.shard)} interrupted: {kept} parts kept, a rerun resumes") from None
-    print(json.dumps({k: v for k, v in record.items() if k != "attempts"}, default=str))
-
-
-def cmd_retry(args):
-    """Generate again the failed prompts of every shard (or those named) that failed fewer than --limit times;
-    rewrite their done files so merge and report run again."""
-    from shardgen.generate.shard import generate_shard
-
-    config = _config(args)
-    layout = Layout(config.results)
-    shards = args.shards or layout.split_shards()
-    summary = {}
-    for shard in shards:
-        done = layout.done(shard)
-        if done.exists() and json.loads(done.read_text())["failed"] == 0:
-            continue
-        record = generate_shard(config, shard, done, retry_limit=args.limit)
-        summary[shard] = {"generated": record["generated"], "failed": record["failed"]}
-    print(json.dumps({"retried_shards": summary}))
-    if args.out:
-        write_text(json.dumps({"retried_shards": summary}, indent=1), Path(args.out))
-
-
-def cmd_merge(args):
-    from shardgen.merge.freshness import check_prompt_set
-    from shardgen.merge.exports import write_manifest
-    from shardgen.merge.dataset import merge
-
-    config = _config(args)
-    layout = Layout(config.results)
-    check_prompt_set(config, layout.prompts_dir)
-    record = merge(layout, Path(args.dataset), Path(args.train), Path(args.failed))
-    write_manifest(config, layout)
-    print(json.dumps(record))
-
-
-def cmd_report(args):
-    from shardgen.report.summary import report
-
-    record = report(_config(args), [Path(p) for p in args.outputs], [Path(p) for p in args.done], Path(args.out))
-    print(json.dumps({k: v for k, v in record.items() if not isinstance(v, list)}, indent=1))
+    """--results, else the `results_dir` of the config, else ./results: the read-only commands look where the
+    user's config writes. A config given is validated even when --results names the folder."""
+    path = config_path(args.config)
+    results = results_dir_of(path) if path else Path("results")
+    return Path(args.results) if args.results else results
 
 
 def _table(rows: list[dict]) -> str:
@@ -118,9 +52,69 @@ def _table(rows: list[dict]) -> str:
     return "\n".join([line(cols), line(["-" * w for w in widths])] + [line(row) for row in cells])
 
 
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C: said in one line (what was kept), not as a traceback."""
+
+
+def cmd_demo_model(args):
+    from shardgen.demo_model import build
+
+    build(Path(args.out), Path(args.corpus), seed=args.seed)
+
+
+def cmd_prompts(args):
+    from shardgen.prompts.stage import build_prompts
+
+    print(json.dumps(build_prompts(_config(args), Path(args.out), workers=args.workers), indent=1))
+
+
+def cmd_split(args):
+    from shardgen.prompts.split import split
+
+    config = _config(args)
+    loads = split(Layout(config.results).prompts, Path(args.out), config.n_shards)
+    print(json.dumps({"expected_tokens_per_shard": loads}))
+
+
+def cmd_generate(args):
+    from shardgen.generate.checkpoint import part_files
+    from shardgen.generate.shard import generate_shard
+
+    config = _config(args)
+    try:
+        record = generate_shard(config, args.shard, Path(args.done))
+    except KeyboardInterrupt:
+        kept = len(part_files(Layout(config.results).shard_dir(args.shard)))
+        raise Interrupted(f"shard {shard_id(args.shard)} interrupted: {kept} parts kept, a rerun resumes") from None
+    print(json.dumps({k: v for k, v in record.items() if k != "attempts"}, default=str))
+
+
+def cmd_retry(args):
+    from shardgen.generate.retry import retry_failed
+
+    summary = retry_failed(_config(args), args.shards, args.limit)
+    print(json.dumps(summary))
+    if args.out:
+        write_text(json.dumps(summary, indent=1), Path(args.out))
+
+
+def cmd_merge(args):
+    from shardgen.merge.stage import run
+
+    print(json.dumps(run(_config(args), Path(args.dataset), Path(args.train), Path(args.failed))))
+
+
+def cmd_report(args):
+    from shardgen.report.summary import report
+
+    record = report(_config(args), [Path(p) for p in args.outputs], [Path(p) for p in args.done], Path(args.out))
+    print(json.dumps({k: v for k, v in record.items() if not isinstance(v, list)}, indent=1))
+
+
 def cmd_query(args):
     from shardgen import db
 
+    results = _results_dir(args)
     if args.list or not args.name:
         width = max(map(len, db.user_queries()))
         print("\n".join(f"{name.ljust(width)}  {purpose}" for name, purpose in db.user_queries().items()))
@@ -128,25 +122,9 @@ def cmd_query(args):
     if db.is_internal(args.name):
         raise ShardgenError(f"{args.name!r} is one of the workflow steps' own queries (it needs their parameters), not "
                             f"a user query; `shardgen query --list` shows those")
-    con = db.connect(Layout(_results_dir(args)))
+    con = db.connect(Layout(results))
     db.define_views(con, "winners", "accounting", "per_shard", "throughput")
     print(_table(db.query(con, args.name)))
-
-
-def _full_config(args) -> Config | None:
-    """The whole config where one is given and complete (an overlay with just results_dir is not)."""
-    try:
-        return _config(args) if args.config or os.environ.get(CONFIG_ENV) else None
-    except ConfigError:
-        return None
-
-
-def _hardware(args) -> tuple[Path | None, str | None, dict, str | None]:
-    """Model folder, --gpu, peak overrides and the fallback GPU name: the options, else the config."""
-    config = _full_config(args)
-    model = args.model or (config.model.path if config else None)
-    peaks, gpu = (config.hardware.peaks, config.hardware.gpu) if config else ({}, None)
-    return (Path(model) if model else None), args.gpu, peaks, gpu
 
 
 def cmd_diagnose(args):
@@ -155,9 +133,13 @@ def cmd_diagnose(args):
     layout = Layout(_results_dir(args))
     paths = [Path(p) for p in args.paths] or layout.shards_with_telemetry()
     if not paths:
-        raise ConfigError(f"nothing to diagnose: give SGLang log files or shard folders (none with telemetry in "
-                          f"{layout.generate_dir})")
-    result = report(paths, *_hardware(args))
+        raise ConfigError(f"nothing to diagnose: no shard in {layout.generate_dir} has SGLang telemetry (the CPU "
+                          "engine writes none); give SGLang log files or shard folders, e.g. `shardgen diagnose "
+                          "tests/data/sglang-logs/nh8b-no_buffer-default.log`")
+    config = _config_if_complete(args)
+    model = args.model or (config.model.path if config else None)
+    peaks, fallback_gpu = (config.hardware.peaks, config.hardware.gpu) if config else ({}, None)
+    result = report(paths, Path(model) if model else None, args.gpu, peaks, fallback_gpu)
     print(json.dumps(result, indent=1) if args.json else render(result))
 
 
@@ -169,7 +151,7 @@ def cmd_tune(args):
                "max_new_tokens": args.max_new_tokens, "ignore_eos": args.ignore_eos, "caps": args.caps,
                "bf16_state": not args.keep_state_dtype}
     out = Path(args.out) if args.out else Layout(config.results).tune_dir
-    summary = tune(config, out, options, args.settings, args.count)
+    summary = tune(config, out, options, args.settings, args.count, args.allow_numerics_change)
     print(_table(summary["ranking"]))
     if summary["pending"]:
         print(f"{summary['measured']} of {summary['settings']} settings measured; run the same command again for "
@@ -199,7 +181,7 @@ def cmd_status(args):
 def cmd_forecast(args):
     from shardgen.report import forecast as fc
 
-    result = fc.from_options(args, _full_config(args), Layout(_results_dir(args)))
+    result = fc.from_options(args, _config_if_complete(args), Layout(_results_dir(args)))
     print(json.dumps(result, indent=1) if args.json else fc.render(result))
 
 
@@ -209,7 +191,12 @@ def cmd_reset(args):
     layout = Layout(_results_dir(args))
     moved = reset_shard(layout, args.shard)
     print(f"shard {args.shard}: parts moved to {moved}" if moved else f"shard {args.shard}: no parts to move")
-    print(f"now run: snakemake -R {layout.done(args.shard)}")
+    # The rerun must see the same config as the run, or its targets (the results folder, the shards) differ;
+    # --results alone names a folder, not the config that wrote it.
+    path = config_path(args.config)
+    known = path and not (args.results and path == DEFAULT_CONFIG)
+    configfile = f"--configfile {path}" if known else "--configfile <the run's config file>"
+    print(f"now run: snakemake {configfile} -R {layout.done(args.shard)}")
 
 
 def _int_list(text: str) -> list[int]:
@@ -219,70 +206,83 @@ def _int_list(text: str) -> list[int]:
         raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
 
 
+def opt(*flags, **kwargs) -> tuple[tuple, dict]:
+    """One argument of a command, as argparse's add_argument takes it."""
+    return flags, kwargs
+
+
+@dataclass(frozen=True)
+class Command:
+    run: Callable[[argparse.Namespace], None]
+    help: str
+    options: tuple = field(default=())
+
+
+COMMANDS = {
+    "demo-model": Command(cmd_demo_model, "build the demo's tiny NemotronH model", (
+        opt("--out", required=True), opt("--corpus", required=True), opt("--seed", type=int, default=0))),
+    "prompts": Command(cmd_prompts, "normalize, tokenize, dedupe, reject", (
+        opt("--out", required=True),
+        opt("--workers", type=int, help="processes (default: the config's prompts.workers, else every core)"))),
+    "split": Command(cmd_split, "length-balanced shards", (opt("--out", required=True),)),
+    "generate": Command(cmd_generate, "generate one shard (resumes from committed parts)", (
+        opt("--shard", type=int, required=True), opt("--done", required=True))),
+    "retry": Command(cmd_retry, "generate the failed prompts again (up to --limit failures each)", (
+        opt("--shards", type=int, nargs="*", help="shard numbers (default: every shard with failures)"),
+        opt("--limit", type=int, help="give up on a prompt after this many failures (default 3)"),
+        opt("--out", help="write what was retried here (the workflow's retry rule)"))),
+    "merge": Command(cmd_merge, "final dataset and training export", (
+        opt("--dataset", required=True), opt("--train", required=True), opt("--failed", required=True))),
+    "report": Command(cmd_report, "summary, manifest and report.md", (
+        opt("--out", required=True), opt("--outputs", nargs="+", required=True),
+        opt("--done", nargs="+", required=True))),
+    "query": Command(cmd_query, "run a named DuckDB query over the results (--list: each with its purpose)", (
+        opt("name", nargs="?", help="the query (see --list)"),
+        opt("--list", action="store_true", help="list the queries with their purpose"))),
+    "diagnose": Command(cmd_diagnose, "what limits throughput, from SGLang logs or shard telemetry", (
+        opt("paths", nargs="*", help="SGLang log files or generate/shard-NNN folders (default: every shard with "
+                                     "SGLang telemetry)"),
+        opt("--json", action="store_true"),
+        opt("--model", help="model folder (its config.json) for the efficiency (default: the config's model)"),
+        opt("--gpu", help='GPU name as nvidia-smi reports it, e.g. "NVIDIA H200" (default: the run\'s, else '
+                          "hardware.gpu)"))),
+    "tune": Command(cmd_tune, "measure hybrid-Mamba settings on a prompt sample, one fresh engine per setting", (
+        opt("--sample", type=int, default=2000, help="prompts sampled from the prompt set (default 2000)"),
+        opt("--seed", type=int, default=None, help="sample seed (default: the config's seed)"),
+        opt("--max-new-tokens", type=int, default=None, help="cap every request's output (default: the prompts')"),
+        opt("--ignore-eos", action="store_true", help="always generate max-new-tokens (dummy-weight models)"),
+        opt("--caps", type=_int_list, default=[512, 1024], help="no_radix caps to try (default 512,1024)"),
+        opt("--keep-state-dtype", action="store_true", help="no bfloat16-SSM-state setting in the grid"),
+        opt("--allow-numerics-change", action="store_true",
+            help="may recommend a setting that changes the model's numerics (bfloat16 SSM state, fp8 KV)"),
+        opt("--settings", type=lambda s: s.split(","), help="measure only these settings (comma-separated)"),
+        opt("--count", type=int, default=1, help="settings to measure in this call (default 1; 0 = all)"),
+        opt("--out", help="tune folder (default: <results_dir>/tune)"))),
+    "status": Command(cmd_status, "progress of every shard", (
+        opt("--watch", type=float, nargs="?", const=5.0, default=None, help="refresh every N seconds"),)),
+    "forecast": Command(cmd_forecast, "time to the dataset for a planned job, from a measured rate", (
+        opt("--prompts", type=int, help="prompts (default: the built prompt set of --config/--results)"),
+        opt("--output-tokens", type=float, help="mean output tokens per prompt (default: the run's measured)"),
+        opt("--gpus", type=int, help="GPUs, one engine each (default: the config's gpus / GPUs per engine)"),
+        opt("--tok-per-s", type=float, help="output tok/s per GPU (default: --log, else the run's own)"),
+        opt("--req-per-s", type=float, help="whole-run requests/s instead of a per-GPU token rate"),
+        opt("--log", help="an SGLang log: its decode lines' gen throughput is the per-GPU rate"),
+        opt("--json", action="store_true"))),
+    "reset": Command(cmd_reset, "start a shard over (parts moved aside)", (opt("shard", type=int),)),
+}
+
+
 def parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="shardgen", description=__doc__)
+    ap = argparse.ArgumentParser(prog="shardgen", description=__doc__.split("\n\n")[0])
     ap.add_argument("--results", help="results directory (default: the config's results_dir, else results)")
-    ap.add_argument("--config", help="config file (default: $SHARDGEN_CONFIG, which the workflow sets for its steps)")
+    ap.add_argument("--config", help="config file (default: $SHARDGEN_CONFIG, which the workflow sets for its steps, "
+                                     "else config/config.yaml as `snakemake` reads it)")
     sub = ap.add_subparsers(dest="command", required=True)
-
-    def add(name, func, help_text):
-        p = sub.add_parser(name, help=help_text)
-        p.set_defaults(func=func)
-        return p
-
-    p = add("demo-model", cmd_demo_model, "build the demo's tiny NemotronH model")
-    p.add_argument("--out", required=True)
-    p.add_argument("--corpus", required=True)
-    p.add_argument("--seed", type=int, default=0)
-    p = add("prompts", cmd_prompts, "normalize, tokenize, dedupe, reject")
-    p.add_argument("--out", required=True)
-    p.add_argument("--workers", type=int, help="processes (default: the config's prompts.workers, else every core)")
-    add("split", cmd_split, "length-balanced shards").add_argument("--out", required=True)
-    p = add("generate", cmd_generate, "generate one shard (resumes from committed parts)")
-    p.add_argument("--shard", type=int, required=True)
-    p.add_argument("--done", required=True)
-    p = add("retry", cmd_retry, "generate the failed prompts again (up to --limit failures each)")
-    p.add_argument("--shards", type=int, nargs="*", help="shard numbers (default: every shard with failures)")
-    p.add_argument("--limit", type=int, default=3, help="give up on a prompt after this many failures")
-    p.add_argument("--out", help="write what was retried here (the workflow's retry rule)")
-    p = add("merge", cmd_merge, "final dataset and training export")
-    p.add_argument("--dataset", required=True)
-    p.add_argument("--train", required=True)
-    p.add_argument("--failed", required=True)
-    p = add("report", cmd_report, "summary, manifest and report.md")
-    p.add_argument("--out", required=True)
-    p.add_argument("--outputs", nargs="+", required=True)
-    p.add_argument("--done", nargs="+", required=True)
-    p = add("query", cmd_query, "run a named DuckDB query over the results (--list: each with its purpose)")
-    p.add_argument("name", nargs="?", help="the query (see --list)")
-    p.add_argument("--list", action="store_true", help="list the queries with their purpose")
-    p = add("diagnose", cmd_diagnose, "what limits throughput, from SGLang logs or shard telemetry")
-    p.add_argument("paths", nargs="*", help="SGLang log files or generate/shard-NNN folders (default: every shard)")
-    p.add_argument("--json", action="store_true")
-    p.add_argument("--model", help="model folder (its config.json) for the efficiency (default: the config's model)")
-    p.add_argument("--gpu", help='GPU name as nvidia-smi reports it, e.g. "NVIDIA H200" (default: the run\'s, '
-                   "else hardware.gpu)")
-    p = add("tune", cmd_tune, "measure hybrid-Mamba settings on a prompt sample, one fresh engine per setting")
-    p.add_argument("--sample", type=int, default=2000, help="prompts sampled from the prompt set (default 2000)")
-    p.add_argument("--seed", type=int, default=None, help="sample seed (default: the config's seed)")
-    p.add_argument("--max-new-tokens", type=int, default=None, help="cap every request's output (default: the prompts')")
-    p.add_argument("--ignore-eos", action="store_true", help="always generate max-new-tokens (dummy-weight models)")
-    p.add_argument("--caps", type=_int_list, default=[512, 1024], help="no_radix caps to try (default 512,1024)")
-    p.add_argument("--keep-state-dtype", action="store_true", help="no bfloat16-SSM-state setting in the grid")
-    p.add_argument("--settings", type=lambda s: s.split(","), help="measure only these settings (comma-separated)")
-    p.add_argument("--count", type=int, default=1, help="settings to measure in this call (default 1; 0 = all)")
-    p.add_argument("--out", help="tune folder (default: <results_dir>/tune)")
-    add("status", cmd_status, "progress of every shard").add_argument(
-        "--watch", type=float, nargs="?", const=5.0, default=None, help="refresh every N seconds")
-    p = add("forecast", cmd_forecast, "time to the dataset for a planned job, from a measured rate")
-    p.add_argument("--prompts", type=int, help="prompts (default: the built prompt set of --config/--results)")
-    p.add_argument("--output-tokens", type=float, help="mean output tokens per prompt (default: the run's measured)")
-    p.add_argument("--gpus", type=int, help="GPUs, one engine each (default: the config's gpus / tp_size)")
-    p.add_argument("--tok-per-s", type=float, help="output tok/s per GPU (default: --log, else the run's own)")
-    p.add_argument("--req-per-s", type=float, help="whole-run requests/s instead of a per-GPU token rate")
-    p.add_argument("--log", help="an SGLang log: its decode lines' gen throughput is the per-GPU rate")
-    p.add_argument("--json", action="store_true")
-    add("reset", cmd_reset, "start a shard over (parts moved aside)").add_argument("shard", type=int)
+    for name, command in COMMANDS.items():
+        p = sub.add_parser(name, help=command.help)
+        p.set_defaults(func=command.run)
+        for flags, kwargs in command.options:
+            p.add_argument(*flags, **kwargs)
     return ap
 
 

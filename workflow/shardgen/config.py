@@ -9,25 +9,51 @@ from pathlib import Path
 import yaml
 
 from shardgen.atomic import write_text
-from shardgen.config_schema import ConfigError, schema, validate
-from shardgen.config_sections import (CheckpointConfig, EngineConfig, HardwareConfig, ModelConfig, PromptsConfig,
-                                      SamplingDefaults, SourceConfig, build)
+from shardgen.config_schema import ConfigError, validate
+from shardgen.config_sections import (CheckpointConfig, EngineConfig, ExportsConfig, HardwareConfig, ModelConfig,
+                                      PromptsConfig, SamplingDefaults, SourceConfig, build)
 
-__all__ = ["CONFIG_ENV", "Config", "ConfigError", "results_dir_of"]
+__all__ = ["CONFIG_ENV", "DEFAULT_CONFIG", "Config", "ConfigError", "complete_config", "config_path", "read_file",
+           "results_dir_of"]
 CONFIG_ENV = "SHARDGEN_CONFIG"
+DEFAULT_CONFIG = Path("config/config.yaml")  # the Snakefile's `configfile:`, what a bare `snakemake` reads
+
+
+def config_path(given: str | None) -> Path | None:
+    """The config a command reads: the one given, else $SHARDGEN_CONFIG (set by the workflow for its steps), else
+    the workflow's own config/config.yaml when run from the workflow's folder, as `snakemake` would."""
+    if given or os.environ.get(CONFIG_ENV):
+        return Path(given or os.environ[CONFIG_ENV])
+    return DEFAULT_CONFIG if DEFAULT_CONFIG.is_file() else None
+
+
+def read_file(path: Path) -> dict:
+    loader = json.loads if path.suffix == ".json" else yaml.safe_load
+    try:
+        raw = loader(path.read_text())
+    except (OSError, ValueError, yaml.YAMLError) as err:
+        raise ConfigError(f"cannot read config file {path}: {err}") from None
+    return {} if raw is None else raw
 
 
 def results_dir_of(path: Path) -> Path:
-    """The results folder a config file names (or the schema's default), without validating the rest: the
-    read-only commands need only this, also from an overlay that holds a few keys."""
-    loader = json.loads if path.suffix == ".json" else yaml.safe_load
+    """The results folder a config file names (or the schema's default). The file may be an overlay that holds a
+    few keys (the read-only commands need only this one), but every key it holds is validated as a workflow run
+    validates it: a typo fails here too, with the same message."""
+    raw = validate(read_file(path), overlay=True)
+    return Path(raw["results_dir"])
+
+
+def complete_config(path: Path) -> "Config | None":
+    """The whole config a file holds, or None when it is an overlay that leaves out required keys (a command that
+    can do without then asks for what it misses); a key it gives that is unknown or mistyped fails either way."""
+    raw = read_file(path)
+    validate(json.loads(json.dumps(raw)), overlay=True)
     try:
-        raw = loader(path.read_text()) or {}
-    except (OSError, ValueError, yaml.YAMLError) as err:
-        raise ConfigError(f"cannot read config file {path}: {err}") from None
-    if not isinstance(raw, dict):
-        raise ConfigError(f"config file {path}: expected a mapping of keys at the top level")
-    return Path(raw.get("results_dir") or schema()["properties"]["results_dir"]["default"])
+        validate(json.loads(json.dumps(raw)))
+    except ConfigError:  # only a required key can be missing once the overlay's own keys passed
+        return None
+    return Config.from_dict(raw)
 
 
 @dataclass(frozen=True)
@@ -41,6 +67,7 @@ class Config:
     checkpoint: CheckpointConfig
     prompts: PromptsConfig
     defaults: SamplingDefaults
+    exports: ExportsConfig
     seed: int
     sources: tuple[SourceConfig, ...]
     raw: dict = field(repr=False, compare=False)  # the validated dict: what the resolved file and plans record
@@ -52,9 +79,7 @@ class Config:
 
     @classmethod
     def from_file(cls, path: str | Path) -> "Config":
-        path = Path(path)
-        loader = json.loads if path.suffix == ".json" else yaml.safe_load
-        return cls.from_dict(loader(path.read_text()))
+        return cls.from_dict(read_file(Path(path)))
 
     @property
     def results(self) -> Path:
@@ -64,12 +89,12 @@ class Config:
     def n_shards(self) -> int:
         if self.shards:
             return self.shards
-        return max(1, self.gpus // self.engine.tp_size) if self.gpus else 1
+        return self.engines if self.gpus else 1
 
     @property
     def engines(self) -> int:
-        """Engines the node runs at once: one per tp_size GPUs, at least one."""
-        return max(1, self.gpus // self.engine.tp_size)
+        """Engines the node runs at once: one per engine.gpus_per_engine GPUs, at least one."""
+        return max(1, self.gpus // self.engine.gpus_per_engine)
 
     def with_engine(self, engine: dict) -> "Config":
         return Config.from_dict({**self.raw, "engine": engine})

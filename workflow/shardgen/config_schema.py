@@ -64,12 +64,23 @@ def _describe(error: jsonschema.ValidationError) -> str:
     return f"{where}: {error.message}"
 
 
-def validate(raw: dict) -> dict:
-    """Fill defaults in place and raise ConfigError naming the first bad keys."""
-    errors = sorted(DefaultFillingValidator(schema()).iter_errors(raw), key=lambda e: list(map(str, e.absolute_path)))
+def _missing_section_key(error: jsonschema.ValidationError) -> bool:
+    """A required key of the top level or of a section (model.path), which the config files laid under an overlay
+    give; a source's own keys are not: a list of sources replaces the one below it whole."""
+    return error.validator == "required" and not any(isinstance(part, int) for part in error.absolute_path)
+
+
+def validate(raw: dict, overlay: bool = False) -> dict:
+    """Fill defaults in place and raise ConfigError naming the first bad keys. overlay: a file laid over others
+    (as --configfile is over config/config.yaml) may leave out required keys; every key it gives is checked."""
+    if not isinstance(raw, dict):
+        raise ConfigError(f"invalid config: expected a mapping of keys at the top level, got {type(raw).__name__}")
+    errors = [e for e in DefaultFillingValidator(schema()).iter_errors(raw)
+              if not (overlay and _missing_section_key(e))]
+    errors.sort(key=lambda e: list(map(str, e.absolute_path)))
     if errors:
         raise ConfigError("invalid config: " + "; ".join(_describe(e) for e in errors[:5]))
-    names = [s["name"] for s in raw["sources"]]
+    names = [s["name"] for s in raw.get("sources", [])]
     if dupes := sorted({n for n in names if names.count(n) > 1}):
         raise ConfigError(f"invalid config: sources: duplicate name(s) {dupes}")
     return raw

@@ -35,6 +35,12 @@ class ModelConfig(Section):
     chat_template: str | None
     context_length: int
     trust_remote_code: bool
+    reasoning_tags: list[str] | None  # [open, close]; None: the model does not think in tags
+
+
+@dataclass(frozen=True)
+class ExportsConfig(Section):
+    on_length: str  # end_conversation | drop_conversation
 
 
 @dataclass(frozen=True)
@@ -48,6 +54,13 @@ class EngineConfig(Section):
     cache_dir: str
     stall_seconds: float
     args: dict
+
+    @property
+    def gpus_per_engine(self) -> int:
+        """GPUs one engine spans, and so one generate job leases and asks the scheduler for: its tensor-parallel
+        times its data-parallel ranks. engine.args reaches the backend as it is, so a tp_size there replaces the
+        key's, and its dp_size (SGLang's in-process data parallelism) multiplies it."""
+        return int(self.args.get("tp_size", self.tp_size)) * int(self.args.get("dp_size", 1))
 
     def window(self, max_running_requests: int) -> int:
         """Requests kept in flight: inflight x what the engine runs at once."""

@@ -1,8 +1,10 @@
 """Deterministic fault points for the crash tests: SHARDGEN_FAULT=POINT[:N] SIGKILLs this process (as SGLang's
 tree kill would) the Nth time POINT is reached; SHARDGEN_FAULT=enospc[:N] makes the Nth part commit fail with
 ENOSPC; SHARDGEN_FAULT=tokenizer_error:TEXT or tokenizer_kill:TEXT makes the tokenizer raise (as a Rust panic
-does) or SIGKILLs the process (as a segfault would) on a batch whose rendered text contains TEXT. Unset in
-production: one environment lookup per call."""
+does) or SIGKILLs the process (as a segfault would) on a batch whose rendered text contains TEXT;
+SHARDGEN_FAULT=engine_abort:TEXT makes the CPU engine abort every request whose prompt contains TEXT, as SGLang's
+scheduler aborts a request (a failed request: listed in failed.parquet, generated again by `shardgen retry`).
+Unset in production: one environment lookup per call."""
 
 import errno
 import os
@@ -10,7 +12,7 @@ import signal
 
 FAULT_ENV = "SHARDGEN_FAULT"
 POINTS = ("after_tmp_write", "after_fsync", "after_rename", "before_dir_fsync", "mid_batch", "enospc",
-          "tokenizer_error", "tokenizer_kill")
+          "tokenizer_error", "tokenizer_kill", "engine_abort")
 _seen: dict[str, int] = {}
 
 
@@ -44,3 +46,9 @@ def tokenizer_fault_point(texts: list[str]) -> None:
         if name == "tokenizer_kill":
             os.kill(os.getpid(), signal.SIGKILL)
         raise RuntimeError(f"simulated tokenizer crash on {marker!r} (SHARDGEN_FAULT)")
+
+
+def engine_abort_marker() -> str | None:
+    """The TEXT of SHARDGEN_FAULT=engine_abort:TEXT, else None."""
+    name, _, marker = os.environ.get(FAULT_ENV, "").partition(":")
+    return marker if name == "engine_abort" and marker else None

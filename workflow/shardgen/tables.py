@@ -18,10 +18,11 @@ PROMPTS = pa.schema([
     ("conversation_id", pa.string()), ("turns", pa.list_(pa.string())), ("references", pa.list_(pa.string())),
     ("work_tokens", pa.int64()),
 ])
+# `id`: the source row's own `id` field as text, where it has one (null otherwise), to find the row by.
 REJECTED = pa.schema([("source", pa.string()), ("source_row", pa.int64()), ("reason", pa.string()),
-                      ("detail", pa.string())])
+                      ("detail", pa.string()), ("id", pa.string())])
 DUPLICATES = pa.schema([("source", pa.string()), ("source_row", pa.int64()), ("prompt_id", pa.string()),
-                        ("kept_source", pa.string())])
+                        ("kept_source", pa.string()), ("id", pa.string())])
 # One row per source: where it came from and what reading it cost (the manifest's per-source facts).
 SOURCES = pa.schema([("source", pa.string()), ("origin", pa.string()), ("fingerprint", pa.string()),
                      ("rows_read", pa.int64()), ("system_replaced", pa.int64())])
@@ -47,6 +48,10 @@ DATASET = pa.schema([
     # source's original assistant turn t. prompt_id is the conversation's id (= conversation_id); gen_key is
     # the turn's own key.
     ("conversation_id", pa.string()), ("turn", pa.int32()),
+    # The answer split at model.reasoning_tags by merge (shardgen/merge/reasoning.py): content (the whole
+    # completion where nothing was split), reasoning_content (null: none, or never closed), reasoning_unclosed
+    # (opened, never closed: flagged, not split).
+    ("content", pa.string()), ("reasoning_content", pa.string()), ("reasoning_unclosed", pa.bool_()),
 ])
 # SGLang's scheduler lines per interval (engines/telemetry.py parses them), plus our own "client" rows.
 TELEMETRY = pa.schema([

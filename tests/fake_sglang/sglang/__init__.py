@@ -1,7 +1,8 @@
 """A test-only stand-in for the `sglang` package: no GPU, no model. It reproduces what shardgen's adapter must
 cope with: ServerArgs field sets of 0.5.13 and 0.5.17 (FAKE_SGLANG_VERSION), unknown kwargs refused,
 get_server_info() unusable inside a running loop, duplicate rids refused, dict finish_reason, one event loop
-bound at first use, and scheduler log lines written to stderr by a subprocess."""
+bound at first use, scheduler log lines written to stderr by a subprocess, and tp_size x dp_size GPUs needed among
+CUDA_VISIBLE_DEVICES (each data-parallel rank running its own max_running_requests)."""
 
 import asyncio
 import os
@@ -37,7 +38,11 @@ class Engine:
         if (getattr(self.server_args, "mamba_radix_cache_strategy", None) == "no_buffer"
                 and not self.server_args.disable_radix_cache and not self.server_args.disable_overlap_schedule):
             raise AssertionError("no_buffer do not support overlap schedule. Try to set disable_overlap_schedule=True.")
-        self.cap = self.server_args.max_running_requests or 16
+        self.cap = self.server_args.max_running_requests or 16  # per data-parallel rank
+        visible = [g for g in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if g.strip()]
+        needed = self.server_args.tp_size * self.server_args.dp_size
+        if visible and len(visible) < needed:
+            raise RuntimeError(f"tp_size x dp_size = {needed} GPUs needed, CUDA_VISIBLE_DEVICES has {len(visible)}")
         self.loop = asyncio.new_event_loop()
         asyncio.set_event_loop(self.loop)
         # Failure modes, by environment: die (SIGKILL of the tree), out of memory (logged, then the tree kill),
@@ -55,8 +60,10 @@ class Engine:
             from sglang.srt.utils import kill_process_tree
             kill_process_tree(os.getpid(), include_parent=True)
         throughput = "0.00" if self.stall_after else "1234.50"
-        if os.environ.get("FAKE_SGLANG_TPS_BY_SETTING"):  # for `shardgen tune`: the prefix cache off pays 3x
-            throughput = f"{10.0 * self.cap * (3 if self.server_args.disable_radix_cache else 1):.2f}"
+        if os.environ.get("FAKE_SGLANG_TPS_BY_SETTING"):  # for `shardgen tune`: the prefix cache off pays 3x,
+            # a bfloat16 SSM state 1.5x more (half the state's bytes per step)
+            bf16 = 1.5 if self.server_args.mamba_ssm_dtype == "bfloat16" else 1
+            throughput = f"{10.0 * self.cap * (3 if self.server_args.disable_radix_cache else 1) * bf16:.2f}"
         self.scheduler = subprocess.Popen([sys.executable, "-c", SCHEDULER, str(self.cap), throughput])
         ENGINES.append(self)
         self.seen_rids: set[str] = set()

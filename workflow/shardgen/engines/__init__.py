@@ -1,8 +1,21 @@
-"""The engine interface every backend implements, and the lazy factory that picks one by name. Callers start one
-with `session.open_engine`; nothing outside this package knows a backend's own names."""
+"""The engine interface every backend implements, and the registry that picks one by name and imports it only
+when asked. Callers start one with `session.open_engine`; what other stages read about an engine is an
+`EngineInfo`, never a backend's own argument names.
 
-from dataclasses import dataclass
+A new backend is one module here with a class that implements `Backend` (its constructor signature included),
+plus one line in BACKENDS."""
+
+import importlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Protocol
+
+# name -> "module:class", imported on first use: after the GPU lease, and never in CI for a backend not installed.
+BACKENDS = {
+    "sglang": "shardgen.engines.sglang_engine:SGLangEngine",
+    "transformers": "shardgen.engines.transformers_engine:TransformersEngine",
+}
 
 
 @dataclass
@@ -22,19 +35,49 @@ class Result:
     error: str | None = None
 
 
+@dataclass(frozen=True)
+class RunSettings:
+    """What an engine ran with, in no backend's argument names: what diagnose, the efficiency and tune read.
+    None where the run did not say (a dtype then is the model's own, or the backend's default)."""
+    mamba_strategy: str | None = None  # no_buffer | extra_buffer | extra_buffer_lazy | no_radix
+    mamba_slots_per_request: int | None = None  # state-pool slots one running request holds under that strategy
+    graph_limit: int | None = None  # the largest decode batch that runs with CUDA graphs
+    weights_dtype: str | None = None
+    kv_cache_dtype: str | None = None
+    ssm_state_dtype: str | None = None
+    attention_backend: str | None = None  # the attention kernels: they change the numbers, not only the speed
+
+
+@dataclass(frozen=True)
+class EngineInfo:
+    """A started engine, as the driver, the done file, diagnose and tune see it.
+
+    Attributes:
+        backend: the registered name.
+        max_running_requests: what the engine runs at once across all its ranks (data-parallel ones included);
+            the driver keeps `engine.inflight` times this in flight.
+        version: the backend library's version.
+        gpu_name: the device's name (for the peaks table), None without CUDA.
+        startup: pool sizes read at start-up (`telemetry.parse_startup`'s facts).
+        settings: the resolved settings, engine-neutral.
+        record: the done file's `engine` section in the backend's own names; its keys are a contract.
+    """
+    backend: str
+    max_running_requests: int
+    version: str | None = None
+    gpu_name: str | None = None
+    startup: dict = field(default_factory=dict)
+    settings: RunSettings = RunSettings()
+    record: dict = field(default_factory=dict)
+
+
 class Engine(Protocol):
-    max_running_requests: int  # what the engine runs at once; the driver's window is a multiple of it
+    info: EngineInfo
 
     async def generate(self, request: Request) -> Result: ...
 
     def run(self, coro):
         """Run the driver coroutine on the event loop this engine needs."""
-
-    def describe(self) -> dict:
-        """Resolved engine arguments, for the done file and the manifest."""
-
-    def flush_telemetry(self) -> None:
-        """Write the telemetry seen so far (a benchmark reads it between runs on one engine)."""
 
     def kill(self) -> None:
         """Kill the engine's whole process tree, this process included (what SGLang does when it fails)."""
@@ -42,20 +85,44 @@ class Engine(Protocol):
     def close(self) -> None: ...
 
 
-def create_engine(config, model, device: str, shard_dir, watchdog, extra_sampling: dict | None = None) -> Engine:
-    """Import the backend only now: after the GPU lease, and never in CI for the one not installed.
-    `extra_sampling` (say ignore_eos) is passed to SGLang with every request."""
-    backend = config.engine.backend
-    if backend == "transformers":
-        from shardgen.engines.transformers_engine import TransformersEngine
+class Backend(Protocol):
+    """The class a backend module registers: its constructor starts an engine; the class methods need none."""
 
-        if extra_sampling:
-            raise ValueError(f"the transformers backend takes no extra sampling parameters ({extra_sampling})")
-        return TransformersEngine(config.engine, model, device, watchdog, seed=config.seed)
-    if backend == "sglang":
-        from shardgen.engines.sglang_engine import SGLangEngine
+    def __init__(self, config, model, workdir: Path, *, device: str, watchdog=None,
+                 extra_sampling: dict | None = None, work: Sequence[dict] = ()) -> None:
+        """Start an engine for `config.engine` (telemetry under `workdir`). `work` is the prompts it is about to
+        run, for settings resolved from the work (`mamba_strategy: auto`); `extra_sampling` (say ignore_eos)
+        goes with every request."""
 
-        return SGLangEngine(config.engine, model, shard_dir, seed=config.seed,
-                            cache_dir=config.engine.cache_path(config.results), extra_sampling=extra_sampling,
-                            watchdog=watchdog)
-    raise ValueError(f"engine.backend: unknown backend {backend!r}")
+    @classmethod
+    def after_oom(cls, engine, ooms: int, last_cap: int | None):
+        """The EngineConfig to restart with after `ooms` out-of-memory deaths in a row; `last_cap` is the running
+        cap the engine reported before dying, for a config that left it to the engine."""
+
+    @classmethod
+    def info_from_record(cls, record: dict) -> EngineInfo:
+        """The EngineInfo of a done file's `engine` section."""
+
+    @classmethod
+    def numerics_changes(cls, engine: dict, model_path: str | Path) -> list[str]:
+        """What in these engine settings (EngineConfig.as_dict()) makes the engine compute other numbers than the
+        model as published would (empty: none)."""
+
+
+def backend(name: str) -> type:
+    """The registered backend class, imported now."""
+    if name not in BACKENDS:
+        raise ValueError(f"engine.backend: unknown backend {name!r} (registered: {', '.join(BACKENDS)})")
+    module, cls = BACKENDS[name].split(":")
+    return getattr(importlib.import_module(module), cls)
+
+
+def create_engine(config, model, workdir: Path, *, device: str, watchdog=None, extra_sampling: dict | None = None,
+                  work: Sequence[dict] = ()) -> Engine:
+    return backend(config.engine.backend)(config, model, workdir, device=device, watchdog=watchdog,
+                                          extra_sampling=extra_sampling, work=work)
+
+
+def info_from_record(record: dict) -> EngineInfo:
+    """A done file's `engine` section read back by the backend that wrote it."""
+    return backend(record["backend"]).info_from_record(record)

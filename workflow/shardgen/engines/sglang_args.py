@@ -7,10 +7,16 @@ import re
 
 from shardgen.config import ConfigError
 from shardgen.config_sections import EngineConfig
+from shardgen.engines import RunSettings
 
 STRATEGY_FIELDS = ("mamba_radix_cache_strategy", "mamba_scheduler_strategy")  # >= 0.5.14, <= 0.5.13
 GRAPH_LIMIT_FIELDS = ("cuda_graph_max_bs_decode", "cuda_graph_max_bs")  # >= 0.5.14, <= 0.5.13
 SLOTS_PER_REQUEST = {"no_buffer": 3, "extra_buffer": 5, "extra_buffer_lazy": 4, "no_radix": 1}  # mamba pool slots
+# The engine.args that decide how GPU memory is split between the KV cache and the mamba state pool, and the
+# largest decode batch with CUDA graphs (every spelling): what `shardgen tune` varies.
+MEMORY_LAYOUT_ARGS = frozenset({"mamba_full_memory_ratio", "max_mamba_cache_size", "mamba_ssm_dtype",
+                                "disable_radix_cache", "disable_overlap_schedule", *STRATEGY_FIELDS,
+                                *GRAPH_LIMIT_FIELDS})
 # The ServerArgs fields `shardgen diagnose` reads off a log: the memory layout, graph limit and dtypes.
 LOGGED_FIELDS = ("disable_radix_cache", *STRATEGY_FIELDS, *GRAPH_LIMIT_FIELDS, "disable_overlap_schedule",
                  "mamba_ssm_dtype", "kv_cache_dtype", "dtype")
@@ -83,14 +89,35 @@ def logged_server_args(line: str) -> dict | None:
     return {m[0]: m[2] for m in _LOGGED.findall(line)}
 
 
-def mamba_strategy(args: dict) -> str:
-    """The run's mamba strategy (no_radix when the prefix cache was off), from logged or resolved arguments."""
+def _mamba_strategy(args: dict) -> str | None:
     if args.get("disable_radix_cache") in ("True", True):
         return "no_radix"
-    return str(next((args[f] for f in STRATEGY_FIELDS if args.get(f)), ""))
+    return next((str(args[f]) for f in STRATEGY_FIELDS if args.get(f)), None)
 
 
-def graph_limit(args: dict) -> int | None:
-    """The largest decode batch that runs with CUDA graphs, from logged or resolved arguments."""
+def _graph_limit(args: dict) -> int | None:
     value = next((args[f] for f in GRAPH_LIMIT_FIELDS if args.get(f)), None)
     return int(value) if value not in (None, "None") else None
+
+
+def _dtype(value) -> str | None:
+    """A logged or resolved dtype as a plain name; None where SGLang picks (`auto`, unset)."""
+    if value in (None, "None", "auto"):
+        return None
+    return str(value).strip("'\"").removeprefix("torch.")
+
+
+def run_settings(args: dict) -> RunSettings:
+    """The engine-neutral view of logged (strings) or resolved ServerArgs fields, under either version's names."""
+    strategy = _mamba_strategy(args)
+    return RunSettings(mamba_strategy=strategy, mamba_slots_per_request=SLOTS_PER_REQUEST.get(strategy),
+                       graph_limit=_graph_limit(args), weights_dtype=_dtype(args.get("dtype")),
+                       kv_cache_dtype=_dtype(args.get("kv_cache_dtype")),
+                       ssm_state_dtype=_dtype(args.get("mamba_ssm_dtype")),
+                       attention_backend=args.get("attention_backend"))
+
+
+def resolved_value(resolved: dict, key: str):
+    """The value an engine ran with for the engine.args key `key`, under whichever spelling its SGLang has."""
+    family = next((f for f in (STRATEGY_FIELDS, GRAPH_LIMIT_FIELDS) if key in f), (key,))
+    return next((resolved[k] for k in family if k in resolved), None)

@@ -4,54 +4,131 @@ Imported only after the GPU lease has set CUDA_VISIBLE_DEVICES. SGLang kills its
 process included) when its scheduler dies: that surfaces as rc 137 and is left to the workflow's retries."""
 
 import asyncio
+import dataclasses
+import json
+import logging
 import os
 import signal
+from collections.abc import Sequence
 from pathlib import Path
 
-from shardgen.engines import Request, Result, telemetry
+from shardgen.config_sections import EngineConfig
+from shardgen.engines import EngineInfo, Request, Result, mamba_auto, sglang_running_cap, telemetry
 from shardgen.engines.kernel_cache import point_caches
 from shardgen.engines.logtap import LogTap
-from shardgen.config_sections import EngineConfig
-from shardgen.engines.sglang_args import build_server_args, server_arg_names
+from shardgen.engines.sglang_args import (MEMORY_LAYOUT_ARGS, build_server_args, resolved_value, run_settings,
+                                          server_arg_names)
 
+log = logging.getLogger(__name__)
 RESOLVED_KEYS = ("max_running_requests", "max_total_tokens", "mem_fraction_static", "chunked_prefill_size",
                  "max_prefill_tokens", "disable_radix_cache", "disable_overlap_schedule", "mamba_scheduler_strategy",
                  "mamba_radix_cache_strategy", "mamba_full_memory_ratio", "max_mamba_cache_size", "mamba_ssm_dtype",
-                 "cuda_graph_max_bs", "cuda_graph_max_bs_decode", "attention_backend", "page_size", "random_seed",
-                 "tp_size", "dtype", "load_format", "schedule_policy", "version")
+                 "kv_cache_dtype", "cuda_graph_max_bs", "cuda_graph_max_bs_decode", "attention_backend", "page_size",
+                 "random_seed", "tp_size", "dp_size", "dtype", "load_format", "schedule_policy", "version")
+SSM_STATE_DEFAULT = "float32"  # SGLang's SSM-state dtype when neither the model's config nor mamba_ssm_dtype sets one
+OOM_MEMORY_STEP, OOM_CAP_FACTOR = 0.03, 0.75  # per out-of-memory death in a row: mem_fraction_static, running cap
 
 
 class SGLangEngine:
-    def __init__(self, engine: EngineConfig, model, shard_dir: Path, *, seed: int, cache_dir: Path,
-                 extra_sampling: dict | None = None, watchdog=None):
+    MEMORY_LAYOUT_ARGS = MEMORY_LAYOUT_ARGS  # the engine.args `shardgen tune` varies
+
+    def __init__(self, config, model, workdir: Path, *, device: str = "cuda", watchdog=None,
+                 extra_sampling: dict | None = None, work: Sequence[dict] = ()):
+        engine, self.auto, self.cap_auto = config.engine, None, None
+        if engine.mamba_strategy == "auto":
+            self.auto = mamba_auto.resolve(work)
+            engine = dataclasses.replace(engine, mamba_strategy=self.auto.strategy)
+            log.info("mamba_strategy auto: %s, as %s", self.auto.strategy, self.auto.why)
         os.environ.setdefault("SGLANG_LOG_MS", "1")  # millisecond timestamps on the scheduler's lines
-        self.cache_env = point_caches(cache_dir)
+        self.cache_env = point_caches(config.engine.cache_path(config.results))
         import sglang
         from sglang.srt.server_args import ServerArgs
 
-        self.args = build_server_args(engine, str(model.path), server_arg_names(ServerArgs), seed=seed,
+        if self.auto:
+            engine = self._size_running_cap(engine, model.path, work)
+        self.args = build_server_args(engine, str(model.path), server_arg_names(ServerArgs), seed=config.seed,
                                       trust_remote_code=model.trust_remote_code)
         self.stop_ids = model.stop_token_ids
         self.extra_sampling = extra_sampling or {}
         self.startup: dict = {}
         self.watchdog = watchdog
-        shard_dir.mkdir(parents=True, exist_ok=True)
-        self.telemetry = telemetry.TelemetryWriter(shard_dir)
+        workdir.mkdir(parents=True, exist_ok=True)
+        self.telemetry = telemetry.TelemetryWriter(workdir)
         self.tap = LogTap(self._on_line)
         try:
             self.engine = sglang.Engine(**self.args)
-            info = self.engine.get_server_info()  # synchronous: read before the driver's loop runs
+            server = self.engine.get_server_info()  # synchronous: read before the driver's loop runs
         except BaseException:
             self._close_taps()
             raise
-        state = (info.get("internal_states") or [{}])[0]
-        self.max_running_requests = int(state.get("effective_max_running_requests_per_dp")
-                                        or self.startup.get("max_running_requests") or info["max_running_requests"])
-        self.resolved = {k: info[k] for k in RESOLVED_KEYS if k in info}
-        self.version = getattr(sglang, "__version__", info.get("version"))
         import torch
 
-        self.gpu_name = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None  # for the peaks table
+        self.info = self._info(server, getattr(sglang, "__version__", server.get("version")),
+                               torch.cuda.get_device_name(0) if torch.cuda.is_available() else None)
+
+    def _info(self, server: dict, version: str | None, gpu_name: str | None) -> EngineInfo:
+        # Each data-parallel rank runs its own scheduler with this cap: the engine runs dp_size times it at once.
+        state = (server.get("internal_states") or [{}])[0]
+        per_rank = int(state.get("effective_max_running_requests_per_dp") or self.startup.get("max_running_requests")
+                       or server["max_running_requests"])
+        capacity = per_rank * int(server.get("dp_size") or 1)
+        resolved = {k: server[k] for k in RESOLVED_KEYS if k in server}
+        record = {"backend": "sglang", "version": version, "max_running_requests": capacity,
+                  "server_args": self.args, "resolved": resolved, "startup": self.startup,
+                  "cache_dir": os.path.dirname(self.cache_env["TRITON_CACHE_DIR"]), "gpu_name": gpu_name}
+        if self.auto:
+            record["mamba_strategy_auto"] = self.auto.as_dict()
+            record["running_cap_auto"] = self.cap_auto.as_dict()
+        return self.info_from_record(record)
+
+    def _size_running_cap(self, engine: EngineConfig, model_path: Path, work: Sequence[dict]) -> EngineConfig:
+        """`auto`'s running cap, sized before the start: the pools cannot change once it runs (sglang_running_cap)."""
+        from sglang.srt.utils import get_device_memory_capacity  # MiB, from nvidia-smi: no CUDA context here
+
+        model_config = json.loads((Path(model_path) / "config.json").read_text())
+        self.cap_auto = sglang_running_cap.choose(engine, model_config, work, get_device_memory_capacity())
+        log.info("running cap auto: %s, as %s", self.cap_auto.max_running_requests or "SGLang's own",
+                 self.cap_auto.why)
+        if self.cap_auto.max_running_requests is None:
+            return engine
+        return dataclasses.replace(engine, max_running_requests=self.cap_auto.max_running_requests)
+
+    @classmethod
+    def info_from_record(cls, record: dict) -> EngineInfo:
+        return EngineInfo("sglang", record["max_running_requests"], record.get("version"), record.get("gpu_name"),
+                          record.get("startup") or {},
+                          # what was asked, overridden by what SGLang resolved (dtypes it was not asked about)
+                          run_settings({**(record.get("server_args") or {}), **(record.get("resolved") or {})}),
+                          record)
+
+    @classmethod
+    def ran_with(cls, record: dict, arg: str):
+        """The value the engine of a done record ran with for the engine.args key `arg` (either spelling)."""
+        return resolved_value(record.get("resolved") or {}, arg)
+
+    @classmethod
+    def after_oom(cls, engine: EngineConfig, ooms: int, last_cap: int | None) -> EngineConfig:
+        """Less static memory and a lower running cap, a step per death: SGLang sizes its KV and mamba pools
+        from mem_fraction_static, and the cap bounds what one decode step allocates beside them."""
+        cap = engine.max_running_requests or last_cap
+        return dataclasses.replace(
+            engine, mem_fraction_static=round(engine.mem_fraction_static - OOM_MEMORY_STEP * ooms, 4),
+            max_running_requests=max(1, int(cap * OOM_CAP_FACTOR ** ooms)) if cap else None)
+
+    @classmethod
+    def numerics_changes(cls, engine: dict, model_path) -> list[str]:
+        """A bfloat16 (or any other) SSM state where the model's config or SGLang's default keeps another, and an
+        fp8 KV cache: both change what the model computes, so the data would not be what it serves."""
+        config_path = Path(model_path) / "config.json"
+        model = json.loads(config_path.read_text()) if config_path.exists() else {}
+        args, changes = engine.get("args") or {}, []
+        state = args.get("mamba_ssm_dtype")
+        native = model.get("mamba_ssm_dtype") or SSM_STATE_DEFAULT
+        if state and str(state).removeprefix("torch.") != native:
+            changes.append(f"mamba_ssm_dtype {state} (the model's SSM state is {native})")
+        if str(args.get("kv_cache_dtype") or "").startswith("fp8"):
+            changes.append(f"kv_cache_dtype {args['kv_cache_dtype']} (attention keys and values quantized)")
+        return changes
 
     def _on_line(self, line: str) -> None:
         if row := telemetry.parse_line(line):
@@ -60,12 +137,6 @@ class SGLangEngine:
             telemetry.parse_startup(line, self.startup)
         if self.watchdog:
             self.watchdog.saw_line(line, row)
-
-    def describe(self) -> dict:
-        return {"backend": "sglang", "version": self.version, "max_running_requests": self.max_running_requests,
-                "server_args": self.args, "resolved": self.resolved, "startup": self.startup,
-                "cache_dir": os.path.dirname(self.cache_env["TRITON_CACHE_DIR"]),
-                "gpu_name": self.gpu_name}
 
     def run(self, coro):
         loop = getattr(self.engine, "loop", None) or asyncio.get_event_loop()
@@ -87,6 +158,7 @@ class SGLangEngine:
         return [_result(out) for out in self.engine.generate(input_ids=prompt_ids, sampling_params=params)]
 
     def flush_telemetry(self) -> None:
+        """Write the telemetry seen so far (a benchmark reads it between runs on one engine)."""
         self.telemetry.flush()
 
     def kill(self) -> None:

@@ -11,6 +11,8 @@ from pathlib import Path
 import pyarrow as pa
 
 from shardgen.atomic import write_table
+from shardgen.engines import RunSettings
+from shardgen.engines.sglang_args import logged_server_args, run_settings
 from shardgen.layout import next_number, telemetry_files, telemetry_path
 from shardgen.tables import TELEMETRY
 
@@ -71,6 +73,12 @@ def parse_startup(line: str, facts: dict) -> None:
         facts.update(max_mamba_cache_size=int(m[1]), mamba_pool_gb=round(float(m[2]) + float(m[3]), 2))
     elif m := STARTUP["kv"].search(line):
         facts.update(kv_pool_tokens=int(m[1]), kv_pool_gb=round(float(m[2]) + float(m[3]), 2))
+
+
+def parse_settings(line: str) -> RunSettings | None:
+    """The settings a `server_args=ServerArgs(...)` start-up line names, else None."""
+    logged = logged_server_args(line)
+    return run_settings(logged) if logged is not None else None
 
 
 def client_row(ts: datetime, completions: int, output_tokens: int, seconds: float) -> dict:

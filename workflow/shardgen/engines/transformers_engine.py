@@ -1,14 +1,18 @@
 """CPU engine: batched Hugging Face `generate`, fed asynchronously like the GPU engine so one driver serves both."""
 
 import asyncio
+import dataclasses
 import json
 import logging
 import os
 import signal
+from collections.abc import Sequence
+from pathlib import Path
 
 from shardgen.config import ConfigError
 from shardgen.config_sections import EngineConfig
-from shardgen.engines import Request, Result
+from shardgen.engines import EngineInfo, Request, Result, RunSettings
+from shardgen.faults import engine_abort_marker
 
 log = logging.getLogger(__name__)
 DEFAULT_BATCH = 8
@@ -23,13 +27,18 @@ def check_args(args: dict) -> dict:
 
 
 class TransformersEngine:
-    def __init__(self, engine: EngineConfig, model, device: str = "cpu", watchdog=None, seed: int = 0):
+    def __init__(self, config, model, workdir: Path, *, device: str = "cpu", watchdog=None,
+                 extra_sampling: dict | None = None, work: Sequence[dict] = ()):
+        if extra_sampling:
+            raise ValueError(f"the transformers backend takes no extra sampling parameters ({extra_sampling})")
         import torch
         from transformers import AutoModelForCausalLM
 
-        self.max_running_requests = engine.max_running_requests or DEFAULT_BATCH
-        self.args = {"device": device, **check_args(engine.args)}
-        torch.manual_seed(seed)
+        self.max_running_requests = config.engine.max_running_requests or DEFAULT_BATCH
+        self.args = {"device": device, **check_args(config.engine.args)}
+        self.info = self.info_from_record({"backend": "transformers",
+                                           "max_running_requests": self.max_running_requests, **self.args})
+        torch.manual_seed(config.seed)
         self.torch = torch
         self.model_info = model
         self.model = AutoModelForCausalLM.from_pretrained(
@@ -42,8 +51,20 @@ class TransformersEngine:
         self._batcher: asyncio.Task | None = None
         self.watchdog = watchdog
 
-    def describe(self) -> dict:
-        return {"backend": "transformers", "max_running_requests": self.max_running_requests, **self.args}
+    @classmethod
+    def info_from_record(cls, record: dict) -> EngineInfo:
+        return EngineInfo("transformers", record["max_running_requests"],
+                          settings=RunSettings(weights_dtype=record.get("dtype")), record=record)
+
+    @classmethod
+    def after_oom(cls, engine: EngineConfig, ooms: int, last_cap: int | None) -> EngineConfig:
+        """A smaller batch, a quarter less per death: the batch is all this backend holds in memory."""
+        cap = engine.max_running_requests or last_cap or DEFAULT_BATCH
+        return dataclasses.replace(engine, max_running_requests=max(1, int(cap * 0.75 ** ooms)))
+
+    @classmethod
+    def numerics_changes(cls, engine: dict, model_path) -> list[str]:
+        return []  # runs the model in the dtype the user names; nothing of its own changes the numbers
 
     def run(self, coro):
         return asyncio.run(coro)
@@ -104,15 +125,15 @@ class TransformersEngine:
         return [self._result(r, out[i, width:].tolist()) for i, r in enumerate(requests)]
 
     def _result(self, request: Request, generated: list[int]) -> Result:
+        if (marker := engine_abort_marker()) and marker in self.model_info.decode(request.prompt_ids):
+            return Result([], "", "abort", len(request.prompt_ids),
+                          error=f"simulated engine abort on {marker!r} (SHARDGEN_FAULT)")
         stop_at = next((i for i, t in enumerate(generated) if t in self.stop_ids), None)
         if stop_at is not None:
             output, reason = generated[:stop_at + 1], "stop"
         else:
             output, reason = generated[:request.sampling["max_new_tokens"]], "length"
         return Result(output, self.model_info.decode(output), reason, len(request.prompt_ids))
-
-    def flush_telemetry(self) -> None:
-        """Nothing to write: a CPU run has no scheduler telemetry."""
 
     def kill(self) -> None:
         os.kill(os.getpid(), signal.SIGKILL)  # one process: the engine lives in it

@@ -23,6 +23,8 @@ from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 
+from shardgen.config_sections import EngineConfig
+from shardgen.engines import backend
 from shardgen.layout import attempts_path, heartbeat_path
 
 MAX_RESTARTS = 3
@@ -74,20 +76,17 @@ def deaths_in_a_row(attempts: list[dict]) -> list[dict]:
     return list(reversed(run))
 
 
-def start_attempt(shard_dir: Path, engine_cfg: dict) -> tuple[int, dict, list[dict]]:
+def start_attempt(shard_dir: Path, configured: EngineConfig) -> tuple[int, EngineConfig, list[dict]]:
     """Log a new attempt; return its number, the engine settings to use, and the deaths it restarts after."""
     previous = read_attempts(shard_dir)
     deaths = deaths_in_a_row(previous)
-    engine = dict(engine_cfg)
-    ooms = min(MAX_RESTARTS, sum(d["cause"] == "out_of_memory" for d in deaths))
-    if ooms:
-        engine["mem_fraction_static"] = round(engine["mem_fraction_static"] - 0.03 * ooms, 4)
-        cap = engine["max_running_requests"] or next(
-            (d["max_running_requests"] for d in reversed(deaths) if d.get("max_running_requests")), None)
-        if cap:
-            engine["max_running_requests"] = max(1, int(cap * 0.75 ** ooms))
+    engine = configured
+    if ooms := min(MAX_RESTARTS, sum(d["cause"] == "out_of_memory" for d in deaths)):
+        last_cap = next((d["max_running_requests"] for d in reversed(deaths) if d.get("max_running_requests")), None)
+        engine = backend(configured.backend).after_oom(configured, ooms, last_cap)  # the backend's own backoff
     attempt = (previous[-1]["attempt"] if previous else 0) + 1
-    overrides = {k: v for k, v in engine.items() if engine_cfg.get(k) != v}
+    before = configured.as_dict()
+    overrides = {k: v for k, v in engine.as_dict().items() if before[k] != v}
     _append(shard_dir, {"attempt": attempt, "started_at": datetime.now(timezone.utc).isoformat(),
                         "host": socket.gethostname(), "pid": os.getpid(),
                         "slurm_job_id": os.environ.get("SLURM_JOB_ID"),

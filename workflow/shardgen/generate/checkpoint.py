@@ -223,6 +223,12 @@ def done_record(layout: Layout, shard: int) -> dict:
     return db.query(con, "shard_done", shard=shard)[0]
 
 
+def recorded_failures(layout: Layout, shard: int) -> int | None:
+    """The failed prompts the shard's done record counts, or None without one (not generated, or reset)."""
+    done = layout.done(shard)
+    return json.loads(done.read_text())["failed"] if done.exists() else None
+
+
 @dataclass(frozen=True)
 class Commit:
     """A committed part as the ETA times it: its attempt, when it was committed, and its rows and output tokens

@@ -115,7 +115,7 @@ async def drive(engine: Engine, prompts: Iterable[TurnRequest], *, window: int, 
 
 def window(config, engine: Engine) -> int:
     """Requests kept in flight: engine.inflight x what the engine runs at once, so its queue never runs dry."""
-    return config.engine.window(engine.max_running_requests)
+    return config.engine.window(engine.info.max_running_requests)
 
 
 def run_prompts(engine: Engine, prompts: list[TurnRequest | dict], parts_dir: Path, config, *, shard: int,

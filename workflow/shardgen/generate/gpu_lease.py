@@ -68,6 +68,6 @@ def lease_for(config) -> str:
     """The GPU ids this job runs on, as a string for the parts' `gpu` column ("cpu" without GPUs)."""
     if config.gpus == 0:
         return "cpu"
-    ids = lease(config.engine.tp_size, config.gpus)
+    ids = lease(config.engine.gpus_per_engine, config.gpus)
     log.info("leased GPU(s) %s on %s", ids, socket.gethostname())
     return ",".join(ids)

@@ -4,10 +4,14 @@ import shutil
 from datetime import datetime, timezone
 from pathlib import Path
 
+from shardgen import ShardgenError
 from shardgen.layout import Layout
 
 
 def reset_shard(layout: Layout, shard: int) -> Path | None:
+    if shard not in (shards := layout.split_shards()):
+        have = f"shards {shards[0]}-{shards[-1]}" if shards else f"no split shards yet in {layout.split_dir}"
+        raise ShardgenError(f"no shard {shard} in {layout.root}: this run has {have}")
     shard_dir = layout.shard_dir(shard)
     layout.done(shard).unlink(missing_ok=True)
     if not shard_dir.exists():

@@ -65,14 +65,19 @@ def _run(config: Config, layout: Layout, shard: int, todo: list[TurnRequest], gp
     from shardgen.engines.session import open_engine
 
     shard_dir = layout.shard_dir(shard)
-    attempt, engine_cfg, deaths = attempts.start_attempt(shard_dir, config.engine.as_dict())
+    attempt, engine_cfg, deaths = attempts.start_attempt(shard_dir, config.engine)
     if deaths:
         log.warning("shard %d attempt %d restarts after %s; engine settings now %s", shard, attempt,
                     [d["cause"] for d in deaths], engine_cfg)
     with attempts.running(shard_dir, attempt):  # from here on `status` can tell a live attempt from a dead one
-        config = config.with_engine(engine_cfg)
-        with open_engine(config, model, shard_dir, device="cpu" if gpu == "cpu" else "cuda", attempt=attempt) as engine:
-            attempts.log_event(shard_dir, attempt, "engine_started", max_running_requests=engine.max_running_requests)
+        config = config.with_engine(engine_cfg.as_dict())
+        # what an engine sizes its settings from (`work`: the prompts it is about to run, as the engines read them)
+        work = [{"prompt_ids": r.prompt_ids, "max_new_tokens": r.sampling.max_new_tokens, "turns": r.turns,
+                 "turn": r.turn} for r in todo]
+        with open_engine(config, model, shard_dir, device="cpu" if gpu == "cpu" else "cuda", attempt=attempt,
+                         work=work) as engine:
+            attempts.log_event(shard_dir, attempt, "engine_started",
+                               max_running_requests=engine.info.max_running_requests)
             log.info("shard %d attempt %d: %d prompts to generate, window %d", shard, attempt, len(todo),
                      window(config, engine))
             try:
@@ -83,7 +88,7 @@ def _run(config: Config, layout: Layout, shard: int, todo: list[TurnRequest], gp
                                   f"{len(part_files(shard_dir))} committed parts in {shard_dir} are intact, and a "
                                   "rerun resumes from them") from err
             attempts.log_event(shard_dir, attempt, "finished", committed=committed)
-            return engine.describe()
+            return engine.info.record
 
 
 def generate_shard(config: Config, shard: int, done_path: Path, retry_limit: int | None = None) -> dict:

@@ -1,12 +1,14 @@
-"""Stage 4: the final dataset (earliest committed row of each current gen_key) and the training export,
-streamed by DuckDB; refuses to finish while an accepted prompt is neither generated nor failed."""
+"""Stage 4: the final dataset (earliest committed row of each current gen_key, each answer split at the model's
+reasoning tags) and the exports, streamed by DuckDB; refuses to finish while an accepted prompt is neither
+generated nor failed."""
 
 import shutil
 from pathlib import Path
 
 from shardgen import ShardgenError, db
 from shardgen.atomic import committed
-from shardgen.merge.exports import write_exports
+from shardgen.merge import reasoning
+from shardgen.merge.exports import ExportRules, write_exports
 from shardgen.layout import Layout
 
 ROWS_PER_THREADS = 1_000_000
@@ -30,21 +32,24 @@ def _copy_dataset(con, path: Path) -> None:
     rows = con.execute("SELECT count(*) FROM winners").fetchall()[0][0]
     if rows > ROWS_PER_THREADS:
         con.execute("SET threads = 1")
-    _copy(con, db.sql("dataset"), path, "parquet")
+    _copy(con, db.sql("dataset_split"), path, "parquet")
     con.execute("RESET threads")
 
 
-def merge(layout: Layout, dataset: Path, train: Path, failed: Path, memory_limit: str = "1GB") -> dict:
-    """Within memory_limit whatever the number of rows: DuckDB spills its joins and sorts to a temp folder."""
+def merge(layout: Layout, dataset: Path, train: Path, failed: Path, memory_limit: str = "1GB",
+          rules: ExportRules | None = None) -> dict:
+    """Within memory_limit whatever the number of rows: DuckDB spills its joins and sorts to a temp folder. rules:
+    the config's reasoning tags and on_length rule (default: the schema's)."""
     spill = Path(dataset).parent / ".merge-spill"
     spill.parent.mkdir(parents=True, exist_ok=True)
     try:
-        return _merge(layout, dataset, train, failed, memory_limit, spill)
+        return _merge(layout, dataset, train, failed, memory_limit, spill, rules or ExportRules.defaults())
     finally:
         shutil.rmtree(spill, ignore_errors=True)
 
 
-def _merge(layout: Layout, dataset: Path, train: Path, failed: Path, memory_limit: str, spill: Path) -> dict:
+def _merge(layout: Layout, dataset: Path, train: Path, failed: Path, memory_limit: str, spill: Path,
+           rules: ExportRules) -> dict:
     con = db.connect(layout, memory_limit=memory_limit)
     con.execute(f"SET temp_directory = {db.quote(spill)}")
     db.define_views(con, "winners")
@@ -54,10 +59,12 @@ def _merge(layout: Layout, dataset: Path, train: Path, failed: Path, memory_limi
                               f"(rerun their shards): {ids}{' ...' if len(missing) > 20 else ''}")
     for path in (dataset, train, failed):
         path.parent.mkdir(parents=True, exist_ok=True)
+    reasoning.define_macros(con, rules.reasoning_tags)
+    con.execute(f"CREATE OR REPLACE TEMP VIEW merged_rows AS {db.sql('dataset')}")
     _copy_dataset(con, dataset)
     con.execute(f"CREATE OR REPLACE VIEW dataset AS SELECT * FROM read_parquet({db.quote(dataset)})")
-    _copy(con, db.sql("train_export"), train, "json")
-    write_exports(con, layout)
+    text_exports = write_exports(con, layout, rules)
+    _copy(con, db.sql("export_train"), train, "json")  # over write_exports' text_turns
     _copy(con, db.sql("failed"), failed, "parquet")
     db.define_views(con, "accounting")
     unbalanced = [r for r in db.query(con, "accounting") if not (r["read_balances"] and r["accepted_balances"]
@@ -67,4 +74,4 @@ def _merge(layout: Layout, dataset: Path, train: Path, failed: Path, memory_limi
     rows = con.execute("SELECT count(*) FROM dataset").fetchall()[0][0]
     if rows != (turns := con.execute("SELECT coalesce(sum(generated_turns), 0) FROM outcomes").fetchall()[0][0]):
         raise AccountingError(f"the dataset has {rows} rows but {turns} turns were generated")
-    return {"rows": rows}
+    return {"rows": rows, "text_exports": text_exports}

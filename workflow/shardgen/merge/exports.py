@@ -1,59 +1,109 @@
-"""The conversation-level exports merge writes beside train.jsonl, one row per conversation, each in a format a
-drafter trainer loads as it is (README: Exports names the loader each one matches). DuckDB streams each from the
-dataset through the queries in workflow/sql/internal/ (conversations, export_*); nothing is held in Python."""
+"""The exports merge writes beside train.jsonl, each in a format a drafter trainer loads as it is (README: Exports
+names the loader each one matches and the settings to use). DuckDB streams each from the dataset through the
+queries in workflow/sql/internal/ (text_turns, conversations, split_conversations, export_*); nothing is held in
+Python.
+
+Token exports (turns.*, tokens.*) hold the ids the model generated, every turn as generated. Text exports
+(sharegpt.jsonl, messages.jsonl, reasoning.jsonl and dataset/train.jsonl) are re-rendered by their loaders, which end
+every assistant turn with an end-of-turn token: they carry a conversation only up to its last turn that ended with a
+stop (exports.on_length), and messages/reasoning carry each answer's reasoning apart (model.reasoning_tags)."""
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 from shardgen import db
 from shardgen.atomic import committed, write_text
 from shardgen.layout import Layout
+from shardgen.merge import reasoning
 
 # file name -> (query, format)
 EXPORTS = {
-    "sharegpt.jsonl": ("export_sharegpt", "json"),  # FastChat / SpecForge prepare_data: {id, system, conversations[{from, value}]}
-    "messages.jsonl": ("export_messages", "json"),  # SpecForge train_data_path: {id, conversations[{role, content}]}
-    "tokens.jsonl": ("export_tokens", "json"),  # SpecForge prompts_path, speculators prepare_data: {id, input_ids, loss_mask}
-    "tokens.parquet": ("export_tokens", "parquet"),  # the same rows for datasets.load_dataset("parquet") / hf: paths
+    "turns.jsonl": ("export_turns", "json"),  # SpecForge prompts_path, speculators prepare_data: a row per turn
+    "turns.parquet": ("export_turns", "parquet"),  # the same rows for datasets.load_dataset("parquet") / hf: paths
+    "tokens.jsonl": ("export_tokens", "json"),  # the same loaders: {id, input_ids, loss_mask}, a row per conversation
+    "tokens.parquet": ("export_tokens", "parquet"),
+    "sharegpt.jsonl": ("export_sharegpt", "json"),  # FastChat: {id, system, conversations[{from, value}]}
+    "messages.jsonl": ("export_messages", "json"),  # SpecForge train_data_path: {id, conversations[{role, content, reasoning_content}]}
+    "reasoning.jsonl": ("export_reasoning", "json"),  # SpecForge expand_reasoning_conversations.py: {id, status, conversations}
 }
 MANIFEST = "manifest.json"  # the sidecar: what the rows were rendered with (not row fields: trainers read those)
-LOSS_MASK = ("1 exactly on the last generated turn's output_ids (its end-of-turn token included); 0 on its "
-             "prompt_ids, earlier regenerated answers included (re-rendered by the template there)")
+LOSS_MASK = {
+    "turns": "1 exactly on the turn's output_ids (its end-of-turn token included when it stopped); 0 on its "
+             "prompt_ids: every generated token of the dataset is 1 in exactly one row",
+    "tokens": "1 exactly on the last generated turn's output_ids; 0 on its prompt_ids, earlier regenerated answers "
+              "included (re-rendered by the template there)",
+}
 OPTIONS = {"json": "FORMAT json", "parquet": "FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE 16384"}
+
+
+@dataclass(frozen=True)
+class ExportRules:
+    """The settings the exports depend on: model.reasoning_tags and exports.on_length."""
+    reasoning_tags: list[str] | None
+    on_length: str
+
+    @classmethod
+    def of(cls, config) -> "ExportRules":
+        return cls(config.model.reasoning_tags, config.exports.on_length)
+
+    @classmethod
+    def defaults(cls) -> "ExportRules":
+        """The schema's defaults, for a merge run without a config (tests, benchmarks)."""
+        from shardgen.config_schema import schema
+
+        properties = schema()["properties"]
+        return cls(properties["model"]["properties"]["reasoning_tags"]["default"],
+                   properties["exports"]["properties"]["on_length"]["default"])
 
 
 def paths(layout: Layout) -> list[Path]:
     return [layout.export(name) for name in EXPORTS]
 
 
-def write_exports(con, layout: Layout) -> list[Path]:
-    """Every export, each committed atomically, from the `dataset` view of con (merge's freshly written one)."""
+def define_views(con, rules: ExportRules) -> None:
+    """On con, whose `dataset` view is merge's freshly written dataset: the reasoning macros, the turns the text
+    exports carry and their conversations."""
+    reasoning.define_macros(con, rules.reasoning_tags)
+    con.execute("CREATE OR REPLACE TEMP TABLE export_rule AS SELECT $on_length AS on_length",
+                {"on_length": rules.on_length})
     db.turns_view(con)
-    db.define_views(con, "conversations")
+    db.define_views(con, "text_turns", "conversations", "split_conversations")
+
+
+def write_exports(con, layout: Layout, rules: ExportRules | None = None) -> dict:
+    """Every export, each committed atomically; returns what the text exports left out and the reasoning counts
+    (the manifest's `text_exports`)."""
+    rules = rules or ExportRules.defaults()
+    define_views(con, rules)
     layout.exports_dir.mkdir(parents=True, exist_ok=True)
     for name, (query, fmt) in EXPORTS.items():
         with committed(layout.export(name)) as tmp:
             con.execute(f"COPY ({db.sql(query)}) TO {db.quote(tmp)} ({OPTIONS[fmt]})")
-    return paths(layout)
+    counts = db.query(con, "export_counts")[0]
+    counts["reasoning_rows"] = con.execute(f"SELECT count(*) FROM ({db.sql('export_reasoning')})").fetchall()[0][0]
+    return {"on_length": rules.on_length, "reasoning_tags": rules.reasoning_tags, **counts}
 
 
-def manifest(config, layout: Layout) -> dict:
-    """The model's hashes (template included), each source's configured system prompt, chat template kwargs and
-    multi-turn mode, and the files; a conversation's own system turn, where it had one, is in its rows."""
-    from shardgen.target_model import ModelInfo
+def manifest(config, layout: Layout, text_exports: dict) -> dict:
+    """What determined the rows (shardgen.merge.provenance: model and template hashes, engine and numerics per
+    shard, sampling per source), each source's configured system prompt, chat template kwargs and multi-turn mode,
+    the files, the loss-mask rules, and what the text exports left out."""
+    from shardgen.merge.provenance import provenance
 
-    model = ModelInfo.from_config(config.model)
     return {
-        "model": {"path": str(model.path), **model.fingerprint},
+        **provenance(config, layout),
         "sources": {s.name: {"system_prompt": s.system_prompt, "multi_turn": s.multi_turn,
                              "chat_template_kwargs": s.template_kwargs(config.defaults)} for s in config.sources},
         "files": [str(p) for p in paths(layout)],
         "loss_mask": LOSS_MASK,
+        "text_exports": text_exports,
         "note": "messages.jsonl carries each conversation's system turn exactly as regeneration rendered it; none "
                 "means none was rendered (SpecForge then injects its template's default system prompt)",
     }
 
 
-def write_manifest(config, layout: Layout) -> Path:
-    write_text(json.dumps(manifest(config, layout), indent=1), layout.export(MANIFEST))
+def write_manifest(config, layout: Layout, text_exports: dict) -> Path:
+    """text_exports: merge's counts of what the text exports left out (turns cut by length and what followed)."""
+    write_text(json.dumps(manifest(config, layout, text_exports), indent=1, default=str), layout.export(MANIFEST))
     return layout.export(MANIFEST)

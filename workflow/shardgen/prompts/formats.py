@@ -129,7 +129,11 @@ def _later_turns(rest: list[dict]) -> tuple[list[str], list[str | None]]:
         if expected == "assistant":
             references[-1], expected = turn["content"], "user"
         else:
-            _check_text(turn["content"], f"user turn {len(users) + 2}")
+            where = f"user turn {len(users) + 2}"
+            _check_text(turn["content"], where)
+            if not turn["content"].strip():  # regenerated as if it were a question otherwise
+                raise RowError("empty_prompt",
+                               f"{where} is empty or whitespace (each_turn regenerates every user turn)")
             users.append(turn["content"])
             references.append(None)
             expected = "assistant"
@@ -154,7 +158,8 @@ def conversation(row, fmt: str, fields: dict, system_prompt: str | None,
     if not users:
         raise RowError("no_user_turn", "the conversation has no user turn before the first assistant turn")
     if not any(t["content"].strip() for t in users):
-        raise RowError("empty_prompt", "every user turn is empty or whitespace")
+        raise RowError("empty_prompt", "user turn 1 is empty or whitespace" if len(users) == 1 else
+                       f"user turn 1 is empty or whitespace (all {len(users)} user messages before the first answer)")
     if multi_turn == "each_turn":
         later, references = _later_turns(rest)
         return Conversation(prompt, references[0], 0, [users[-1]["content"]] + later, references), replaced

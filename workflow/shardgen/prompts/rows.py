@@ -23,10 +23,16 @@ class ChunkResult:
     source: int
     rows_read: int = 0
     system_replaced: int = 0
-    rejected: list[tuple[int, str, str]] = field(default_factory=list)  # (source_row, reason, detail)
+    rejected: list[tuple[int, str, str, str | None]] = field(default_factory=list)  # (source_row, reason, detail, id)
     candidates: pa.RecordBatch | None = None  # every normalized row, tables.PROMPTS
+    ids: list[str | None] = field(default_factory=list)  # each candidate's own `id` (row_id)
     keys: list[bytes] = field(default_factory=list)  # dedupe key of each candidate
     too_long: dict[int, str] = field(default_factory=dict)  # candidate index -> detail
+
+
+def row_id(row) -> str | None:
+    """The row's own `id` field as text (ShareGPT rows carry one), for finding a rejected or duplicate row."""
+    return str(row["id"]) if isinstance(row, dict) and row.get("id") is not None else None
 
 
 class SourcePlan:
@@ -58,12 +64,13 @@ class ChunkProcessor:
                 conv, replaced = conversation(row, plan.source.format, plan.source.fields, plan.source.system_prompt,
                                               plan.source.multi_turn)
             except RowError as err:
-                result.rejected.append((source_row, err.reason, err.detail))
+                result.rejected.append((source_row, err.reason, err.detail, row_id(row)))
                 continue
             except Exception as err:
                 raise PromptsError(f"source {plan.name!r} row {source_row}: {type(err).__name__}: {err}") from err
             result.system_replaced += replaced
             rows.append(source_row)
+            result.ids.append(row_id(row))
             convs.append(conv)
         messages = [c.messages for c in convs]
         ids = self._encode(plan, rows, messages)

@@ -76,9 +76,16 @@ def _decode_line(index: int, raw: bytes):
     try:
         return json.loads(raw.decode("utf-8"))
     except UnicodeDecodeError as err:
-        return RowError("unreadable", f"line {index + 1}: invalid UTF-8 at byte {err.start}")
+        return RowError("unreadable", f"{_line(index)}: invalid UTF-8 at byte {err.start}")
     except json.JSONDecodeError as err:
-        return RowError("unreadable", f"line {index + 1}: malformed JSON ({err.msg} at column {err.colno})")
+        # some of json's messages end in "at" ("Unterminated string starting at")
+        where = "" if err.msg.endswith(" at") else " at"
+        return RowError("unreadable", f"{_line(index)}: malformed JSON ({err.msg}{where} column {err.colno})")
+
+
+def _line(index: int) -> str:
+    """The file's line as an editor counts it (from 1) beside source_row, the table's row number (from 0)."""
+    return f"line {index + 1} (source_row {index})"
 
 
 def file_sha256(path: Path) -> str:

@@ -88,7 +88,7 @@ class Deduper:
                 duplicates.append((rows[i], i, keeper))
             elif i in result.too_long:
                 self.kept[key] = result.source
-                rejected.append((rows[i], "too_long", result.too_long[i]))
+                rejected.append((rows[i], "too_long", result.too_long[i], result.ids[i]))
             else:
                 self.kept[key] = result.source
                 keep.append(i)
@@ -99,13 +99,14 @@ class Deduper:
             pids = pc.take(result.candidates["prompt_id"], pa.array([i for _, i, _ in duplicates], pa.int64()))
             self.writers.duplicates.write_table(pa.table({
                 "source": [name] * len(duplicates), "source_row": [r for r, _, _ in duplicates], "prompt_id": pids,
-                "kept_source": [self.names[k] for _, _, k in duplicates]}, schema=tables.DUPLICATES))
+                "kept_source": [self.names[k] for _, _, k in duplicates],
+                "id": [result.ids[i] for _, i, _ in duplicates]}, schema=tables.DUPLICATES))
         if rejected:
-            rejected.sort()
+            rejected.sort(key=lambda r: r[0])
             self.writers.rejected.write_table(pa.table({
-                "source": [name] * len(rejected), "source_row": [r for r, _, _ in rejected],
-                "reason": [x for _, x, _ in rejected], "detail": [d for _, _, d in rejected]},
-                schema=tables.REJECTED))
+                "source": [name] * len(rejected), "source_row": [r[0] for r in rejected],
+                "reason": [r[1] for r in rejected], "detail": [r[2] for r in rejected],
+                "id": [r[3] for r in rejected]}, schema=tables.REJECTED))
         tally.rows_read += result.rows_read
         tally.system_replaced += result.system_replaced
         tally.rejected += len(rejected)

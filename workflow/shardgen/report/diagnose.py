@@ -1,236 +1,17 @@
 """`shardgen diagnose`: read SGLang logs (or a shard's telemetry and done file) and say what limits throughput,
 with the evidence lines and the settings to change, and how close decode came to the GPU (efficiency.py).
-Findings: mamba_pool_bound, kv_bound, running_cap_bound, feeder_bound, cuda_graph_uncovered, compute_saturated,
-prefill_heavy, retractions."""
+diagnose_run reads a run, diagnose_rules judges it, diagnose_render writes the result as text; `--json` is
+`report`'s dict. The names callers import (cli, forecast, efficiency_forecast, tests) are all importable here."""
 
-import json
-import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 
 from shardgen.report import efficiency
-from shardgen.engines import sglang_args, telemetry
-from shardgen.engines.sglang_args import SLOTS_PER_REQUEST
-from shardgen.layout import Layout, telemetry_glob
+from shardgen.report.diagnose_render import render
+from shardgen.report.diagnose_rules import Finding, diagnose
+from shardgen.report.diagnose_run import Run, read, read_log, read_shard
 
-RETRACT = re.compile(r"retract", re.IGNORECASE)
-
-
-@dataclass
-class Finding:
-    code: str
-    message: str
-    advice: list[str]
-    evidence: list[str] = field(default_factory=list)
-
-
-@dataclass
-class Run:
-    """What a diagnosis needs from one engine run."""
-    rows: list[dict]
-    lines: dict[int, str]  # row index -> the log line it came from (for evidence)
-    facts: dict
-    args: dict
-    retractions: list[str]
-    gpu: str | None = None  # the GPU's name where the run recorded it (a shard's done file)
-
-    @property
-    def strategy(self) -> str:
-        return sglang_args.mamba_strategy(self.args)
-
-    @property
-    def graph_limit(self) -> int | None:
-        return sglang_args.graph_limit(self.args)
-
-
-def read_log(path: Path) -> Run:
-    rows, lines, facts, args, retractions = [], {}, {}, {}, []
-    for line in path.read_text(errors="replace").splitlines():
-        if row := telemetry.parse_line(line):
-            lines[len(rows)] = line.strip()
-            rows.append(row)
-            continue
-        telemetry.parse_startup(line, facts)
-        if (logged := sglang_args.logged_server_args(line)) is not None:
-            args.update(logged)
-        elif RETRACT.search(line):
-            retractions.append(line.strip())
-    return Run(rows, lines, facts, args, retractions)
-
-
-def read_shard(shard_dir: Path) -> Run:
-    import duckdb
-
-    rows = duckdb.sql(f"SELECT * FROM '{telemetry_glob(shard_dir)}' WHERE kind <> 'client' ORDER BY ts").df()
-    done = json.loads(Layout.done_of(shard_dir).read_text())["engine"] or {}
-    records = rows.to_dict("records")
-    lines = {i: json.dumps({k: v for k, v in r.items() if v == v and v is not None}, default=str)
-             for i, r in enumerate(records)}
-    return Run(records, lines, done.get("startup", {}), done.get("resolved", {}), [], done.get("gpu_name"))
-
-
-def _evidence(run: Run, indices: list[int], n: int = 3) -> list[str]:
-    return [run.lines[i] for i in indices[:n]]
-
-
-def diagnose(run: Run, eff: dict | None = None) -> list[Finding]:
-    cap = run.facts.get("max_running_requests")
-    decode = [i for i, r in enumerate(run.rows) if r["kind"] == "decode"]
-    busy_until = max((i for i, r in enumerate(run.rows) if r["queue"] > 0), default=-1)  # queue drains for good after
-    steady = [i for i in decode if i <= busy_until]
-    findings = []
-    if cap and steady:
-        at_cap = [i for i in steady if run.rows[i]["running"] >= cap - 1]
-        below = [i for i in steady if run.rows[i]["queue"] == 0 and run.rows[i]["running"] < cap - 1]
-        held = [i for i in steady if run.rows[i]["queue"] > 0 and run.rows[i]["running"] < cap - 1]
-        if len(at_cap) >= len(steady) / 2:
-            findings += _cap_findings(run, cap, at_cap)
-        elif len(held) >= len(steady) / 2:
-            findings += _admission_findings(run, cap, held)
-        if len(below) >= max(1, len(steady) / 5):
-            findings.append(Finding(
-                "feeder_bound", f"the queue was empty while {len(below)} of {len(steady)} decode batches ran below "
-                f"the cap of {cap}: the client is not feeding the engine",
-                ["raise engine.inflight (the window is inflight x max running requests)",
-                 "check that the driver's window covers the cap (engine.max_running_requests)"],
-                _evidence(run, below)))
-    if run.graph_limit is not None:
-        eager = [i for i in decode if not run.rows[i]["cuda_graph"] and run.rows[i]["running"] > run.graph_limit]
-        if eager:
-            top = max(run.rows[i]["running"] for i in eager)
-            findings.append(Finding(
-                "cuda_graph_uncovered", f"{len(eager)} decode batches ran without CUDA graphs at batch sizes above "
-                f"the graph limit {run.graph_limit} (up to {top})",
-                [f"raise the CUDA-graph decode limit to {top} (engine.args: cuda_graph_max_bs or "
-                 "cuda_graph_max_bs_decode); shardgen does it when engine.max_running_requests is set"],
-                _evidence(run, eager)))
-    findings += _saturation(run, steady, eff) + _prefill(run, steady) + _retractions(run)
-    codes = {f.code for f in findings}
-    for f in findings:
-        if f.code == "running_cap_bound" and "compute_saturated" in codes:
-            f.advice = ["raising max_running_requests buys little: decode throughput is flat across running "
-                        "(compute_saturated); the room above is for longer outputs"] + f.advice[1:]
-    return findings
-
-
-def _cap_findings(run: Run, cap: int, at_cap: list[int]) -> list[Finding]:
-    kv = max(run.rows[i]["full_token_usage"] for i in at_cap)
-    slots = SLOTS_PER_REQUEST.get(run.strategy)
-    pool = run.facts.get("max_mamba_cache_size")
-    sized_to_cap = run.strategy == "no_radix" and pool == cap  # max_running_requests chose the pool, not memory
-    if pool and slots and not sized_to_cap and abs(pool / slots - cap) <= 0.1 * cap and kv < 0.5:
-        no_radix_cap = pool  # one slot per request with the prefix cache off
-        return [Finding(
-            "mamba_pool_bound", f"running stayed at the cap of {cap}, set by the mamba state pool ({pool} slots / "
-            f"{slots} per request with {run.strategy}), while KV usage was only {kv:.2f}"
-            + ("; mamba usage reads ~0.66-0.72 here because of reserved slots" if run.strategy != "no_radix" else ""),
-            [f"mamba_strategy: no_radix (1 slot per request, overlap scheduling kept): up to {no_radix_cap} running",
-             f"max_running_requests: {no_radix_cap} with the graph limit raised to match",
-             "or a larger mamba pool: engine.args mamba_full_memory_ratio, or mamba_ssm_dtype: bfloat16"],
-            _evidence(run, at_cap))]
-    if kv >= 0.85:
-        return [Finding("kv_bound", f"running stayed at the cap of {cap} with KV usage {kv:.2f}",
-                        ["raise mem_fraction_static, or lower max_new_tokens / context_length",
-                         "a smaller mamba share (mamba_full_memory_ratio) leaves more KV"], _evidence(run, at_cap))]
-    waiting = [i for i in at_cap if run.rows[i]["queue"] > 0]
-    return [_running_cap(run, cap, waiting, kv, sized_to_cap)] if waiting else []
-
-
-def _running_cap(run: Run, cap: int, waiting: list[int], kv: float, sized_to_cap: bool) -> Finding:
-    """The user's max_running_requests caps the run with work waiting: how many more requests the pools hold at
-    the largest tokens per request seen (each extra no_radix request also takes a mamba slot out of KV memory)."""
-    facts, queue = run.facts, max(run.rows[i]["queue"] for i in waiting)
-    per_request = max((efficiency.context_tokens(run.rows[i], facts) or 0) / run.rows[i]["running"] for i in waiting)
-    room = "KV room left: unknown (no pool sizes in the log)"
-    more = None
-    slot_gb = facts["mamba_pool_gb"] / facts["max_mamba_cache_size"] if sized_to_cap else 0
-    if (tokens := facts.get("kv_pool_tokens")) and (kv_gb := facts.get("kv_pool_gb")) and (
-            cost_gb := slot_gb + per_request * kv_gb / tokens):
-        free_gb = kv_gb * (1 - kv)
-        more = int(free_gb / cost_gb)
-        room = (f"KV usage peaked at {kv:.2f} ({free_gb:.1f} of {kv_gb} GB free); at {per_request:.0f} tokens per "
-                f"request" + (f" and {slot_gb * 1000:.1f} MB of mamba state each" if slot_gb else "") +
-                f" about {more} more requests fit")
-    graphs = f" (now {run.graph_limit})" if run.graph_limit else ""
-    advice = ([f"raise max_running_requests to about {cap + int(more * 0.8)} (80% of the room, as outputs grow)"]
-              if more else ["raising max_running_requests needs KV room: raise mem_fraction_static first"])
-    advice.append(f"raise the CUDA-graph decode limit with it (cuda_graph_max_bs / cuda_graph_max_bs_decode{graphs});"
-                  " shardgen does it when engine.max_running_requests is set")
-    return Finding("running_cap_bound", f"running stayed at max_running_requests = {cap} with up to {queue} requests "
-                   f"waiting: your cap, not memory, limits the run; {room}", advice, _evidence(run, waiting))
-
-
-def _admission_findings(run: Run, cap: int, held: list[int]) -> list[Finding]:
-    """Requests waited while running stayed below the cap: the scheduler admitted no more for lack of KV room."""
-    kv = max(run.rows[i]["full_token_usage"] for i in held)
-    running = max(run.rows[i]["running"] for i in held)
-    if kv < 0.85:
-        return []
-    advice = [f"max_running_requests: {running} (what the KV pool holds at these lengths), or raise "
-              "mem_fraction_static"]
-    if pool_gb := run.facts.get("mamba_pool_gb"):
-        advice.append(f"the mamba pool takes {pool_gb} GB: mamba_ssm_dtype: bfloat16 halves it and leaves the rest "
-                      "to KV")
-    return [Finding("kv_bound", f"running held at {running}, below the cap of {cap}, with requests waiting and KV "
-                    f"usage up to {kv:.2f}: the KV pool limits admission", advice, _evidence(run, held))]
-
-
-def _saturation(run: Run, steady: list[int], eff: dict | None) -> list[Finding]:
-    if efficiency.near_compute_peak(eff):
-        return [Finding("compute_saturated", f"decode reached {eff['achieved_tflops']} of {eff['peak_tflops']} "
-                        f"TFLOP/s ({eff['of_peak_tflops']:.0%} of the {eff['gpu']} peak): the GPU is saturated",
-                        ["raising the running cap will not help; keep the current cap"],
-                        _evidence(run, steady or [i for i, r in enumerate(run.rows) if r["kind"] == "decode"]))]
-    decode = [i for i, r in enumerate(run.rows) if r["kind"] == "decode"]  # the tail too: running falls there
-    by_running: dict[int, list[float]] = {}
-    for i in decode:
-        by_running.setdefault(run.rows[i]["running"], []).append(run.rows[i]["gen_throughput"])
-    if len(by_running) < 2:
-        return []
-    low, high = min(by_running), max(by_running)
-    rate = {k: sorted(v)[len(v) // 2] for k, v in by_running.items()}
-    if high >= 1.5 * low and rate[high] < 1.1 * rate[low]:
-        roofline = (f"; the roofline says {eff['bound']}-bound, {eff['dominant_bytes']} moving the most bytes, at "
-                    f"{eff['of_peak_tflops']:.0%} of the FLOP/s and {eff['of_peak_tbps']:.0%} of the bandwidth peak"
-                    if eff else "")
-        return [Finding("compute_saturated", f"decode throughput stayed flat ({rate[low]:.0f} -> {rate[high]:.0f} "
-                        f"tok/s) across running {low} -> {high}: more running requests add no throughput, the GPU "
-                        f"is saturated at this step cost{roofline}",
-                        ["raising the running cap will not help; keep the current cap"] + (
-                            ["a cheaper step helps: mamba_ssm_dtype: bfloat16 halves the state traffic"]
-                            if eff and eff["dtypes"]["ssm_state"] == "float32" and "M" in eff["layers"] else []),
-                        [run.lines[next(i for i in reversed(decode) if run.rows[i]["running"] == k)] for k in (high, low)])]
-    return []
-
-
-def _prefill(run: Run, steady: list[int]) -> list[Finding]:
-    """Prompt tokens prefilled vs tokens generated (decode-line throughput x the time between decode lines),
-    judged only when decode ran with a waiting queue (a run that prefills everything at once is not this)."""
-    if not steady:
-        return []
-    prefill = [i for i, r in enumerate(run.rows) if r["kind"] == "prefill"]
-    decode = [i for i, r in enumerate(run.rows) if r["kind"] == "decode"]
-    generated = sum(run.rows[b]["gen_throughput"] * (run.rows[b]["ts"] - run.rows[a]["ts"]).total_seconds()
-                    for a, b in zip(decode, decode[1:]))
-    prompt_tokens = sum(run.rows[i]["new_token"] for i in prefill)
-    if generated and prompt_tokens > 2 * generated:
-        return [Finding("prefill_heavy", f"{prompt_tokens} prompt tokens were prefilled for ~{generated:.0f} generated:"
-                        " prefill, not decode, takes most of the GPU",
-                        ["a larger chunked_prefill_size / max_prefill_tokens batches prefill better",
-                         "with shared prefixes, keep the prefix cache on (not mamba_strategy: no_radix)"],
-                        _evidence(run, prefill))]
-    return []
-
-
-def _retractions(run: Run) -> list[Finding]:
-    if not run.retractions:
-        return []
-    return [Finding("retractions", f"{len(run.retractions)} retraction lines: requests were evicted and redone",
-                    ["lower max_running_requests or raise mem_fraction_static"], run.retractions[:3])]
-
-
-def read(path: Path) -> Run:
-    return read_shard(path) if path.is_dir() else read_log(path)
+__all__ = ["Finding", "Run", "diagnose", "examine", "read", "read_log", "read_shard", "render", "report"]
 
 
 def examine(path: Path, model_dir: Path | None, gpu: str | None, peaks: dict | None = None,
@@ -238,33 +19,11 @@ def examine(path: Path, model_dir: Path | None, gpu: str | None, peaks: dict | N
     """Findings and efficiency of one log or shard folder. The GPU: `gpu` (--gpu), else the one the shard's done
     file names, else `default_gpu` (hardware.gpu)."""
     run = read(path)
-    eff, note = efficiency.describe(run.rows, run.facts, run.args, model_dir, gpu or run.gpu or default_gpu, peaks)
+    eff, note = efficiency.describe(run.rows, run.facts, run.settings, model_dir, gpu or run.gpu or default_gpu,
+                                    peaks)
     return {"findings": [asdict(f) for f in diagnose(run, eff)], "efficiency": eff, "efficiency_note": note}
 
 
 def report(paths: list[Path], model_dir: Path | None = None, gpu: str | None = None, peaks: dict | None = None,
            default_gpu: str | None = None) -> dict:
     return {str(p): examine(p, model_dir, gpu, peaks, default_gpu) for p in paths}
-
-
-def _efficiency_line(eff: dict | None, note: str | None) -> str:
-    if not eff:
-        return f"  {note}"
-    return (f"  efficiency: {eff['achieved_tflops']} TFLOP/s ({eff['of_peak_tflops']:.1%} of {eff['peak_tflops']}), "
-            f"{eff['achieved_tbps']} TB/s ({eff['of_peak_tbps']:.1%} of {eff['peak_tbps']}) on {eff['gpu']}; "
-            f"{eff['bound']}-bound ({eff['flops_per_byte']} FLOP/byte, ridge {eff['ridge_flops_per_byte']}); "
-            f"{eff['dominant_bytes']} moves the most bytes per step "
-            f"({', '.join(f'{k} {v / 1e9:.2f} GB' for k, v in eff['bytes_per_step'].items())})"
-            + (f"; WARNING: {eff['warning']}" if eff["warning"] else ""))
-
-
-def render(result: dict) -> str:
-    out = []
-    for path, entry in result.items():
-        findings = entry["findings"]
-        out.append(f"{path}: " + (", ".join(f["code"] for f in findings) or "no bottleneck found"))
-        out.append(_efficiency_line(entry["efficiency"], entry["efficiency_note"]))
-        for f in findings:
-            out += [f"  [{f['code']}] {f['message']}"] + [f"    change: {a}" for a in f["advice"]]
-            out += [f"    evidence: {e[:220]}" for e in f["evidence"]]
-    return "\n".join(out)

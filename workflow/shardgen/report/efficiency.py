@@ -4,23 +4,12 @@ peaks. The bound is the roofline's: memory when the step's FLOPs per byte sit be
 
 from statistics import median
 
+from shardgen.engines import RunSettings
+from shardgen.engines.model_shape import DTYPE_BYTES
 from shardgen.report.peaks import UnknownGPU, lookup
-from shardgen.report.roofline import DTYPE_BYTES, Model
+from shardgen.report.roofline import Model
 
 NEAR_PEAK = 0.8  # of the compute peak: compute_saturated
-
-
-def _dtype(value, fallback: str) -> str:
-    value = str(value).strip("'\"") if value not in (None, "None", "auto") else fallback
-    return value.removeprefix("torch.")
-
-
-def dtypes(model: Model, args: dict) -> dict:
-    """What the engine ran with: weights (`dtype`), KV cache (`kv_cache_dtype`) and SSM state (`mamba_ssm_dtype`,
-    else the config's `mamba_ssm_dtype`, else SGLang's default float32)."""
-    weights = _dtype(args.get("dtype"), model.get("torch_dtype", "dtype", default="bfloat16"))
-    return {"weights": weights, "kv": _dtype(args.get("kv_cache_dtype"), weights),
-            "ssm_state": _dtype(args.get("mamba_ssm_dtype"), model.get("mamba_ssm_dtype", default="float32"))}
 
 
 def context_tokens(row: dict, facts: dict) -> float | None:
@@ -38,14 +27,14 @@ def decode_lines(rows: list[dict]) -> list[dict]:
     return steady or decode
 
 
-def efficiency(rows: list[dict], facts: dict, args: dict, model: Model, gpu: str | None,
+def efficiency(rows: list[dict], facts: dict, settings: RunSettings, model: Model, gpu: str | None,
                peaks: dict | None = None) -> dict:
     """The `efficiency` object; raises UnknownGPU (no peaks) for the caller to report."""
     peak = lookup(gpu, peaks)
     lines = decode_lines(rows)
     if not lines:
         raise ValueError("no decode lines to measure")
-    types = dtypes(model, args)
+    types = model.dtypes(settings)
     size = {k: DTYPE_BYTES[v] for k, v in types.items()}
     flops, rates, parts = [], [], []
     for row in lines:
@@ -78,12 +67,12 @@ def efficiency(rows: list[dict], facts: dict, args: dict, model: Model, gpu: str
     }
 
 
-def describe(rows, facts, args, model_dir, gpu, peaks=None) -> tuple[dict | None, str | None]:
+def describe(rows, facts, settings, model_dir, gpu, peaks=None) -> tuple[dict | None, str | None]:
     """(efficiency, None), or (None, why not): no model, an unknown GPU, no decode lines."""
     if model_dir is None:
         return None, "no efficiency: the model is not known (pass --model MODEL_DIR)"
     try:
-        return efficiency(rows, facts, args, Model.from_dir(model_dir), gpu, peaks), None
+        return efficiency(rows, facts, settings, Model.from_dir(model_dir), gpu, peaks), None
     except (UnknownGPU, ValueError) as err:
         return None, f"no efficiency: {err}"
 

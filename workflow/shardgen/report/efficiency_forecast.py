@@ -35,12 +35,14 @@ def forecast(config, layout, record: dict) -> dict | None:
         rate = fc.rate_from_results(layout)
     except fc.ForecastError:
         return None
-    gpus = config.engines
+    # A CPU run (gpus: 0) runs every shard's engine side by side; a GPU run one engine per tp_size GPUs.
+    device = "gpu" if config.gpus else "cpu"
+    gpus = config.engines if config.gpus else config.n_shards
     output = rate["output_tokens_measured"]
     whole = fc.forecast(record["generated"] or 1, output, gpus, rate["tok_per_s_per_gpu"], measured=rate["measured"])
     per = fc.forecast(PER, output, gpus, rate["tok_per_s_per_gpu"], measured=rate["measured"])
     return {"tok_per_s_per_gpu": round(rate["tok_per_s_per_gpu"], 1), "output_tokens_per_prompt": round(output, 1),
-            "gpus": gpus, "this_run_forecast_s": whole["seconds"], "this_run_generation_wall_s":
+            "gpus": gpus, "device": device, "this_run_forecast_s": whole["seconds"], "this_run_generation_wall_s":
             record["dataset_generation_wall_s"], f"hours_per_{PER}_prompts": per["hours"], "assumption": whole["assumption"]}
 
 
@@ -60,10 +62,14 @@ def markdown(record: dict) -> str:
                          f"bytes; findings: {', '.join(row['findings']) or 'none'}")
     lines += ["", "## forecast", ""]
     if f := record["forecast"]:
-        lines += [f"At {f['tok_per_s_per_gpu']} output tok/s per GPU and {f['output_tokens_per_prompt']} output tokens "
-                  f"per prompt on {f['gpus']} GPU(s): this run's prompts {f['this_run_forecast_s']} s (took "
-                  f"{f['this_run_generation_wall_s']} s), {f[f'hours_per_{PER}_prompts']} h per {PER:,} prompts.",
-                  "", f"Assumption: {f['assumption']}"]
+        engine, engines = fc.engine_words(f)
+        lines += [f"At {f['tok_per_s_per_gpu']} output tok/s per {engine} and {f['output_tokens_per_prompt']} output "
+                  f"tokens per prompt on {engines}: this run's prompts would take {f['this_run_forecast_s']} s at "
+                  f"that rate throughout (they took {f['this_run_generation_wall_s']} s, start-up and tail included), "
+                  f"{f[f'hours_per_{PER}_prompts']} h per {PER:,} prompts.", "", f"Assumption: {f['assumption']}"]
+        if f.get("device") == "cpu":
+            lines += ["", "A CPU run's rate (the demo engine, gibberish at a few tokens per request) says nothing "
+                          "about a GPU run: forecast a GPU job from an SGLang log (`shardgen forecast --log`)."]
     else:
         lines.append("no committed parts: no rate to forecast from")
     return "\n".join(lines) + "\n"

@@ -10,6 +10,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from shardgen import db  # noqa: E402
 from shardgen.atomic import committed
+from shardgen.report.forecast import engine_words
 
 BUCKETS = 40  # the throughput timeline's resolution: about this many buckets whatever the run's length
 
@@ -36,8 +37,10 @@ def throughput(con, summary: dict):
     if headline := summary.get("dataset_output_tokens_per_s"):
         ax.axhline(headline, color="tab:red", ls="--", lw=1.5,
                    label=f"headline {headline:g} tok/s (dataset tokens / generation wall)")
-    ax.set(title=f"Output tokens/s of the dataset's rows ({bucket} s buckets)", ylabel="tokens/s")
-    ax.legend(fontsize=7, ncol=3, loc="upper center", bbox_to_anchor=(0.5, -0.12))
+    ax.set(title=f"Output tokens/s of the dataset's rows ({bucket} s buckets)", ylabel="tokens/s",
+           xlabel="generation seconds (each shard from its first submission, its attempts end to end)")
+    if ax.get_lines():
+        ax.legend(fontsize=7, ncol=3, loc="upper center", bbox_to_anchor=(0.5, -0.12))
     return fig
 
 
@@ -73,8 +76,8 @@ def lengths(con, summary: dict):
 def shards(con, summary: dict):
     df = con.execute(db.sql("tail")).df()
     fig, ax = plt.subplots(figsize=(9, 4), layout="constrained")
-    ax.bar(df["shard"].astype(str), df["shard_wall_s"], label="first submit to end")
-    ax.bar(df["shard"].astype(str), df["tail_s"], label="tail (after the last submission)")
+    ax.bar(df["shard"].astype(str), df["shard_wall_s"], label="generation wall (its attempts' spans)")
+    ax.bar(df["shard"].astype(str), df["tail_s"], label="tail (after its last submission)")
     ax.set(title="Per-shard finish times", xlabel="shard", ylabel="seconds")
     ax.legend(ncol=2, loc="upper center", bbox_to_anchor=(0.5, -0.15))  # below the axes: never over a bar
     return fig
@@ -84,20 +87,24 @@ def outlook(con, summary: dict):
     """Achieved FLOP/s and bytes/s as shares of the GPU's peaks per shard, the forecast in the title."""
     rows = [r for r in summary.get("efficiency", []) if r.get("achieved_tflops") is not None]
     fig, ax = plt.subplots(figsize=(9, 4), layout="constrained")
-    labels = [f"shard {r['shard']}\n{r['bound']}-bound" for r in rows]
-    x = range(len(rows))
-    ax.bar([i - 0.2 for i in x], [r["of_peak_tflops"] for r in rows], 0.4, label="FLOP/s of peak")
-    ax.bar([i + 0.2 for i in x], [r["of_peak_tbps"] for r in rows], 0.4, label="bytes/s of peak")
-    ax.set_xticks(list(x), labels)
-    ax.set_ylim(0, 1)
     if rows:
+        x = range(len(rows))
+        ax.bar([i - 0.2 for i in x], [r["of_peak_tflops"] for r in rows], 0.4, label="FLOP/s of peak")
+        ax.bar([i + 0.2 for i in x], [r["of_peak_tbps"] for r in rows], 0.4, label="bytes/s of peak")
+        ax.set_xticks(list(x), [f"shard {r['shard']}\n{r['bound']}-bound" for r in rows])
+        ax.set_ylim(0, 1)
         ax.legend()
-    else:
-        ax.text(0.5, 0.5, "no efficiency (no SGLang telemetry, or no peaks for the GPU)", ha="center")
+    else:  # a note in place of empty axes (in axes coordinates: empty axes have no data range to place it in)
+        ax.axis("off")
+        ax.text(0.5, 0.5, "No efficiency: no shard has SGLang scheduler telemetry (the CPU engine reports none),\n"
+                "or the GPU has no peaks (hardware.peaks adds them). The forecast above needs neither.",
+                ha="center", va="center", transform=ax.transAxes)
     f = summary.get("forecast")
+    if f:
+        engine, engines = engine_words(f)
     ax.set_title("Efficiency vs the GPU's peaks" + (
-        f"; forecast: {f['hours_per_100000_prompts']} h per 100,000 prompts on {f['gpus']} GPU(s) at "
-        f"{f['tok_per_s_per_gpu']} tok/s per GPU" if f else ""), fontsize=9)
+        f"; forecast: {f['hours_per_100000_prompts']} h per 100,000 prompts on {engines} at "
+        f"{f['tok_per_s_per_gpu']} tok/s per {engine}" if f else ""), fontsize=9)
     return fig
 
 

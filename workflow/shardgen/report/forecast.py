@@ -22,6 +22,9 @@ def rate_from_log(path: Path) -> dict:
     from shardgen.report.diagnose import read_log
     from shardgen.report.efficiency import decode_lines
 
+    if not path.is_file():
+        raise ForecastError(f"--log {path}: no such file (give the path of an SGLang server or engine log, e.g. "
+                            "tests/data/sglang-logs/nh8b-no_buffer-default.log)")
     lines = decode_lines(read_log(path).rows)
     if not lines:
         raise ForecastError(f"{path}: no SGLang decode lines to take a rate from")
@@ -89,6 +92,13 @@ def from_options(args, config, layout) -> dict:
         raise ForecastError("give --prompts, --output-tokens and --gpus (or --config for a built prompt set, a "
                             "run's measured output length and its GPU count)")
     return forecast(prompts, output_tokens, gpus, rate["tok_per_s_per_gpu"], args.req_per_s, rate["measured"])
+
+
+def engine_words(forecast: dict) -> tuple[str, str]:
+    """The engines of a report's forecast in words: ("GPU", "8 GPU(s)"), or for a CPU run ("CPU engine",
+    "2 CPU engine(s)")."""
+    engine = "CPU engine" if forecast.get("device") == "cpu" else "GPU"
+    return engine, f"{forecast['gpus']} {engine}(s)"
 
 
 def render(result: dict) -> str:

@@ -74,14 +74,20 @@ def manifest(con, config: Config, per_source: list[dict], outputs: list[Path], d
 
 
 def tail_note(tails: list[dict]) -> str | None:
-    """Across shards the tail is last shard end minus first shard end; over 5% of the run's wall time is called out."""
+    """Across shards the tail is the longest shard's generation wall less the shortest's (tail.sql: the dataset's
+    rows, on the headline's clock); over 5% of the run's generation wall is called out."""
     if not tails or not tails[0]["run_wall_s"]:
         return None
     spread = max(t["after_first_shard_end_s"] for t in tails)
     share = spread / tails[0]["run_wall_s"]
-    verdict = "**over 5% of the run: GPUs sat idle while the last shards finished**" if share > 0.05 else "fine"
-    return f"Tail across shards: {spread:.1f} s between the first and the last shard's end, {share:.1%} of the " \
-           f"{tails[0]['run_wall_s']:.1f} s run ({verdict})."
+    verdict = ("**over 5% of the generation wall: side by side, the other shards' engines would idle that long "
+               "while the longest finished**" if share > 0.05 else "fine")
+    # A shard made in several attempts (a retry, a rerun after a kill) has their spans summed: say so, since its
+    # attempts did not run beside the other shards.
+    rerun = [str(t["shard"]) for t in tails if t.get("attempts", 1) > 1]
+    attempts = f" Shard(s) {', '.join(rerun)} made their rows in several attempts, their spans summed." if rerun else ""
+    return f"Tail across shards: {spread:.1f} s between the shortest and the longest shard's generation wall, " \
+           f"{share:.1%} of the {tails[0]['run_wall_s']:.1f} s generation wall ({verdict}).{attempts}"
 
 
 def markdown_table(rows: list[dict]) -> list[str]:

@@ -9,8 +9,10 @@ from pathlib import Path
 from shardgen.config import Config
 
 
-def tune(config: Config, tune_dir: Path, options: dict, only: list[str] | None = None, count: int = 1) -> dict:
-    """Measure up to `count` pending settings (0 = all of them), then rank everything measured so far."""
+def tune(config: Config, tune_dir: Path, options: dict, only: list[str] | None = None, count: int = 1,
+         allow_numerics_change: bool = False) -> dict:
+    """Measure up to `count` pending settings (0 = all of them), then rank everything measured so far. A setting
+    that changes the model's numerics is ranked, and recommended only with `allow_numerics_change`."""
     # Imported here: `python -m shardgen.tune.measure` imports this package first, and must find measure not yet loaded.
     from shardgen.tune import report
     from shardgen.tune.measure import run_setting
@@ -19,4 +21,4 @@ def tune(config: Config, tune_dir: Path, options: dict, only: list[str] | None =
     plan = load_plan(config, tune_dir, options)
     for name in pending(plan, tune_dir, only)[:count or None]:
         run_setting(tune_dir, name)
-    return report.write(tune_dir, plan)
+    return report.write(tune_dir, plan, allow_numerics_change)

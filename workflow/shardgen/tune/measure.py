@@ -56,7 +56,7 @@ def measure(tune_dir: Path, name: str) -> dict:
     warm = [{**p, "gen_key": "warm-" + p["gen_key"], "max_new_tokens": WARM_UP["max_new_tokens"]}
             for p in prompts[:WARM_UP["prompts"]]]
     t0 = time.monotonic()
-    with open_engine(config, ModelInfo.from_config(config.model), workdir,
+    with open_engine(config, ModelInfo.from_config(config.model), workdir, work=prompts,
                      extra_sampling={"ignore_eos": True} if plan["ignore_eos"] else None) as engine:
         start_s = time.monotonic() - t0
         with tempfile.TemporaryDirectory() as tmp:
@@ -64,7 +64,7 @@ def measure(tune_dir: Path, name: str) -> dict:
                         desc=f"{name} warm-up")
         since = datetime.now(timezone.utc)
         run_prompts(engine, prompts, workdir / "parts", config, shard=0, attempt=1, gpu=gpu, desc=name)
-        described, in_flight = engine.describe(), window(config, engine)
+        described, in_flight = engine.info.record, window(config, engine)
     result = {"setting": name, "status": "ok", "engine_start_s": round(start_s, 1), "window": in_flight,
               **metrics(workdir, since), "engine": described}
     write_text(json.dumps(result, indent=1, default=str), workdir / "result.json")

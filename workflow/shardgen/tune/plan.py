@@ -11,21 +11,20 @@ import pyarrow.parquet as pq
 from shardgen import db
 from shardgen.atomic import committed, write_text
 from shardgen.config import Config, ConfigError
-from shardgen.engines.sglang_args import GRAPH_LIMIT_FIELDS, STRATEGY_FIELDS
+from shardgen.engines import backend
 from shardgen.layout import Layout
 
 log = logging.getLogger(__name__)
-# Memory-layout arguments each grid setting decides for itself; the user's other engine.args stay as they are.
-LAYOUT_ARGS = {"mamba_full_memory_ratio", "max_mamba_cache_size", "mamba_ssm_dtype", "disable_radix_cache",
-               "disable_overlap_schedule", *STRATEGY_FIELDS, *GRAPH_LIMIT_FIELDS}
 POOLED_RATIO, POOLED_GRAPHS = 8.0, 512  # a mamba pool ~1.9x the default one, decode graphs up to the batch it allows
 PLAN_KEYS = ("sample", "seed", "max_new_tokens", "ignore_eos", "caps", "bf16_state")
 
 
 def grid(engine: dict, caps: list[int], bf16_state: bool) -> dict[str, dict]:
-    """The user's current engine settings, then the hybrid variants; a variant equal to the current one is dropped."""
+    """The user's current engine settings, then the hybrid variants; a variant equal to the current one is dropped.
+    Each variant decides the memory-layout arguments for itself; the user's other engine.args stay as they are."""
+    layout_args = backend(engine["backend"]).MEMORY_LAYOUT_ARGS
     base = {**engine, "max_running_requests": None,
-            "args": {k: v for k, v in engine["args"].items() if k not in LAYOUT_ARGS}}
+            "args": {k: v for k, v in engine["args"].items() if k not in layout_args}}
 
     def variant(strategy: str, cap: int | None = None, **args) -> dict:
         return {**base, "mamba_strategy": strategy, "max_running_requests": cap, "args": {**base["args"], **args}}

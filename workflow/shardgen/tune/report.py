@@ -1,5 +1,9 @@
 """What `shardgen tune` measured: the ranking (steady decode tok/s first), the gain over the user's current settings,
-and the best setting as a config fragment (`snakemake --configfile config/config.yaml results/tune/best.yaml`)."""
+and the best setting as a config fragment (`snakemake --configfile config/config.yaml results/tune/best.yaml`).
+
+A setting that changes the model's numerics (its backend's `numerics_changes`: a bfloat16 SSM state where the model
+keeps float32, an fp8 KV cache) is measured and marked in the ranking, but never recommended unless the call allows
+it: the generated data would not be what the model as served generates."""
 
 import json
 from pathlib import Path
@@ -7,17 +11,24 @@ from pathlib import Path
 import yaml
 
 from shardgen.atomic import write_text
-from shardgen.engines.sglang_args import GRAPH_LIMIT_FIELDS, STRATEGY_FIELDS
+from shardgen.engines import backend
 from shardgen.report.summary import markdown_table
 
 COLUMNS = ("setting", "status", "steady_decode_tps", "output_tps", "running_max", "mamba_usage_max", "kv_usage_max",
-           "eager_decode_lines", "engine_start_s")
+           "eager_decode_lines", "engine_start_s", "numerics_change")
 FRAGMENT_KEYS = ("mamba_strategy", "max_running_requests", "mem_fraction_static")
 
 
 def load_results(tune_dir: Path, plan: dict) -> list[dict]:
-    paths = (tune_dir / name / "result.json" for name in plan["settings"])
-    return [json.loads(p.read_text()) for p in paths if p.exists()]
+    """Each measured setting's result, with `numerics_change`: what in it changes the model's numerics (None:
+    nothing)."""
+    model_path = plan["config"]["model"]["path"]
+    results = []
+    for name, engine in plan["settings"].items():
+        if (path := tune_dir / name / "result.json").exists():
+            changes = backend(engine["backend"]).numerics_changes(engine, model_path)
+            results.append({**json.loads(path.read_text()), "numerics_change": "; ".join(changes) or None})
+    return results
 
 
 def rank(results: list[dict]) -> list[dict]:
@@ -34,13 +45,14 @@ def _ratio(best: dict, current: dict, metric: str) -> float | None:
     return None
 
 
-def summarize(tune_dir: Path, plan: dict) -> dict:
+def summarize(tune_dir: Path, plan: dict, allow_numerics_change: bool = False) -> dict:
     ranked = rank(load_results(tune_dir, plan))
-    best = next((r for r in ranked if r["status"] == "ok"), None)
+    best = next((r for r in ranked if r["status"] == "ok" and (allow_numerics_change or not r["numerics_change"])),
+                None)
     current = next((r for r in ranked if r["setting"] == "current" and r["status"] == "ok"), None)
     summary = {"measured": len(ranked), "settings": len(plan["settings"]), "sample_rows": plan["sample_rows"],
                "max_new_tokens": plan["max_new_tokens"], "ignore_eos": plan["ignore_eos"],
-               "best": best["setting"] if best else None,
+               "best": best["setting"] if best else None, "allow_numerics_change": allow_numerics_change,
                "ranking": [{c: r.get(c) for c in COLUMNS} for r in ranked],
                "pending": [n for n in plan["settings"] if n not in {r["setting"] for r in ranked}]}
     if best and current:
@@ -53,11 +65,10 @@ def fragment(plan: dict, best: dict, summary: dict) -> str:
     set but the winner did not is written with the value the winning engine ran with."""
     engine = plan["settings"][best["setting"]]
     current_args = plan["config"]["engine"]["args"]
-    resolved = best["engine"].get("resolved", {})
+    ran_with = backend(engine["backend"]).ran_with
     args = dict(engine["args"])
     for key in current_args.keys() - args.keys():
-        family = next((f for f in (STRATEGY_FIELDS, GRAPH_LIMIT_FIELDS) if key in f), (key,))
-        args[key] = next((resolved[k] for k in family if k in resolved), None)
+        args[key] = ran_with(best["engine"], key)
     gains = summary.get("best_over_current") or {}
     lines = [f"# shardgen tune: best of {summary['measured']} of {summary['settings']} settings, on "
              f"{summary['sample_rows']} sampled prompts: `{best['setting']}`",
@@ -66,18 +77,20 @@ def fragment(plan: dict, best: dict, summary: dict) -> str:
              f"# vs the current settings: steady decode x{gains.get('steady_decode_tps')}, whole run "
              f"x{gains.get('output_tps')}" if gains else "# the current settings were not measured",
              "# use: snakemake --configfile config/config.yaml <this file>"]
-    if args.get("mamba_ssm_dtype") == "bfloat16":
-        lines.append("# note: bfloat16 SSM state halves its memory; SGLang calls float32 the more accurate choice")
+    if best["numerics_change"]:
+        lines.append(f"# changes the model's numerics (allowed by --allow-numerics-change): {best['numerics_change']}")
     body = {"engine": {**{k: engine[k] for k in FRAGMENT_KEYS}, "args": args}}
     return "\n".join(lines) + "\n" + yaml.safe_dump(body, sort_keys=False)
 
 
-def write(tune_dir: Path, plan: dict) -> dict:
-    """tune.json, ranking.md and, once a setting has run, best.yaml."""
-    summary = summarize(tune_dir, plan)
+def write(tune_dir: Path, plan: dict, allow_numerics_change: bool = False) -> dict:
+    """tune.json, ranking.md and, once a setting that may be recommended has run, best.yaml."""
+    summary = summarize(tune_dir, plan, allow_numerics_change)
     write_text(json.dumps(summary, indent=1), tune_dir / "tune.json")
     write_text("\n".join(markdown_table(summary["ranking"])) + "\n", tune_dir / "ranking.md")
     if summary["best"]:
-        best = json.loads((tune_dir / summary["best"] / "result.json").read_text())
+        best = next(r for r in load_results(tune_dir, plan) if r["setting"] == summary["best"])
         write_text(fragment(plan, best, summary), tune_dir / "best.yaml")
+    else:  # a fragment an earlier call wrote (say, allowing a numerics change) is not this call's recommendation
+        (tune_dir / "best.yaml").unlink(missing_ok=True)
     return summary

@@ -4,7 +4,7 @@ import dataclasses
 import os
 
 VERSION = os.environ.get("FAKE_SGLANG_VERSION", "0.5.13.post1")
-_COMMON = [("model_path", str, None), ("tp_size", int, 1), ("mem_fraction_static", float, None),
+_COMMON = [("model_path", str, None), ("tp_size", int, 1), ("dp_size", int, 1), ("mem_fraction_static", float, None),
            ("max_running_requests", int, None), ("random_seed", int, None), ("trust_remote_code", bool, False),
            ("log_level", str, "error"), ("disable_radix_cache", bool, False), ("disable_overlap_schedule", bool, False),
            ("mamba_full_memory_ratio", float, 0.9), ("max_mamba_cache_size", int, None), ("mamba_ssm_dtype", str, None),

@@ -1,4 +1,5 @@
-"""kill_process_tree as SGLang has it: the scheduler subprocesses, then (with include_parent) this process."""
+"""kill_process_tree as SGLang has it: the scheduler subprocesses, then (with include_parent) this process; and
+get_device_memory_capacity: the GPU's memory in MiB (FAKE_SGLANG_GPU_MIB), None without one, as on a CPU host."""
 
 import os
 import signal
@@ -11,3 +12,8 @@ def kill_process_tree(parent_pid: int, include_parent: bool = True) -> None:
         engine.scheduler.kill()
     if include_parent:
         os.kill(parent_pid, signal.SIGKILL)
+
+
+def get_device_memory_capacity(device: str | None = None) -> float | None:
+    mib = os.environ.get("FAKE_SGLANG_GPU_MIB")
+    return float(mib) if mib else None

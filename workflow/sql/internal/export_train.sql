@@ -1,4 +1,5 @@
--- ShareGPT conversations for training: the prompt turns plus the new assistant turn.
+-- dataset/train.jsonl: ShareGPT, one row per generated turn the text exports carry (text_turns): the prompt turns
+-- plus the new assistant turn, whole (reasoning included: ShareGPT has no field for it).
 SELECT prompt_id, source,
        list_append(
            list_transform(messages, lambda m: {'from': CASE m.role WHEN 'user' THEN 'human'
@@ -6,4 +7,4 @@ SELECT prompt_id, source,
                                                                ELSE m.role END,
                                           'value': m.content}),
            {'from': 'gpt', 'value': completion}) AS conversations
-FROM dataset
+FROM text_turns

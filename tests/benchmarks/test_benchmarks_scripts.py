@@ -1,0 +1,59 @@
+"""Every benchmark script imports against today's package (a renamed function fails here, not on a GPU host), and
+the scripts with a CPU path run it: the shard-balance replay and the running-requests figure on a committed H200
+run, `shardgen status` timed on a few parts, and variable_length's workload builder."""
+
+import importlib.util
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import REPO
+
+from shardgen.config import Config
+
+SCRIPTS = sorted((REPO / "benchmarks").glob("*.py"))
+RUN = REPO / "benchmarks" / "results" / "2026-12-03-h200-variable-length.json"
+
+
+def bench(*args, cwd=REPO) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, *map(str, args)], cwd=cwd, capture_output=True, text=True, timeout=300,
+                          check=True)
+
+
+@pytest.mark.parametrize("script", SCRIPTS, ids=[s.stem for s in SCRIPTS])
+def test_every_benchmark_script_imports(script, monkeypatch):
+    monkeypatch.syspath_prepend(str(script.parent))  # as when run: a script imports its siblings (bench_data)
+    spec = importlib.util.spec_from_file_location(f"bench_{script.stem}", script)
+    spec.loader.exec_module(importlib.util.module_from_spec(spec))  # the __main__ guard keeps main() from running
+
+
+def test_shard_balance_replays_the_committed_run(tmp_path):
+    out = tmp_path / "balance.json"
+    bench(REPO / "benchmarks" / "shard_balance.py", "--run", RUN, "--out", out)
+    result = json.loads(out.read_text())
+    assert result["as_run"]["requests"] == 2690 and result["resampled_x8"]["requests"] == 8 * 2690
+    assert len(result["as_run"]["finish_s"]) == 8 and result["as_run"]["slowest_over_mean"] >= 1.0
+
+
+def test_plot_running_draws_the_committed_run(tmp_path):
+    run = shutil.copy(RUN, tmp_path / RUN.name)
+    bench(REPO / "benchmarks" / "plot_running.py", run)
+    assert (tmp_path / (RUN.stem + "-running.png")).stat().st_size > 0
+
+
+def test_status_benchmark_on_a_few_parts(tmp_path):
+    out = tmp_path / "status.json"
+    bench(REPO / "benchmarks" / "status.py", "--shards", 2, "--parts", 3, "--repeats", 1, "--save", out)
+    assert json.loads(out.read_text())
+
+
+def test_variable_length_make_writes_a_valid_config(tmp_path, demo_model):
+    bench(REPO / "benchmarks" / "variable_length.py", "make", "--out", tmp_path / "w", "--model", demo_model,
+          "--scale", 0.01)
+    raw = yaml.safe_load((tmp_path / "w" / "config.yaml").read_text())
+    config = Config.from_dict(raw)
+    assert len(config.sources) == 4 and all(Path(s.path).is_file() for s in config.sources)

@@ -1,0 +1,88 @@
+"""The running cap `mamba_strategy: auto` sizes before SGLang starts (engines/sglang_running_cap.py), checked
+against the pools SGLang allocated on the H200 (tests/data/sglang-logs); through the adapter in test_mamba_auto."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from shardgen.config import Config
+from shardgen.engines import telemetry
+from shardgen.engines.sglang_running_cap import CAP_LIMIT, choose
+
+DATA = Path(__file__).resolve().parent.parent / "data"
+NH8B = json.loads((DATA / "models" / "nh8b" / "config.json").read_text())
+H200_MIB = 143_771  # nvidia-smi's memory.total
+SEED_LIKE = [{"prompt_ids": [7] * 500, "max_new_tokens": 2048}] * 4  # 2,548 tokens a request at most
+
+
+def engine(**settings):
+    return Config.from_dict({"model": {"path": "/m"}, "engine": {"backend": "sglang", **settings},
+                             "sources": [{"name": "s", "path": "x.jsonl", "format": "prompt"}]}).engine
+
+
+def allocated_gib(log: str) -> float:
+    facts: dict = {}
+    for line in (DATA / "sglang-logs" / log).read_text().splitlines():
+        telemetry.parse_startup(line, facts)
+    return facts["mamba_pool_gb"] + facts["kv_pool_gb"]
+
+
+@pytest.mark.parametrize("log, state", [("tune-nh8b-no_radix-1024-fp32.log", "float32"),
+                                        ("tune-nh8b-no_radix-1024-bf16.log", "bfloat16")])
+def test_the_memory_estimated_for_the_pools_is_what_sglang_allocated_on_the_h200(log, state):
+    # Those runs: nh8b, mem_fraction_static 0.88, the prefix cache off; SGLang gave its two pools 107.4 GiB.
+    choice = choose(engine(mamba_strategy="no_radix", mem_fraction_static=0.88, args={"mamba_ssm_dtype": state}),
+                    NH8B, SEED_LIKE, H200_MIB)
+    assert 0.99 * allocated_gib(log) <= choice.sizes["pools_gib"] <= allocated_gib(log)  # a little low: safe
+    assert choice.sizes["weights_gib"] == 15.09  # SGLang's "Load weight end ... mem usage=15.11 GB"
+
+
+def test_the_cap_fills_both_pools_where_sglangs_own_split_would_leave_kv_unused():
+    choice = choose(engine(mamba_strategy="no_radix"), NH8B, SEED_LIKE, H200_MIB)
+    sizes = choice.sizes
+    pools, state = sizes["pools_gib"] * 1024, sizes["state_mib_per_request"]  # MiB
+    kv_per_request = sizes["tokens_per_request"] * sizes["kv_kib_per_token"] / 1024
+    assert (sizes["tokens_per_request"], sizes["dtypes"]["ssm_state"], state) == (2548, "float32", 97.41)
+    # SGLang alone: 0.9 / 1.9 of the pools for states, one a request; at that cap the KV cache stays over 60%
+    # empty even with every request at its max_new_tokens
+    own = int(pools * 0.9 / 1.9 / state)
+    assert own == 546 and own * kv_per_request / (pools - own * state) < 0.4
+    # auto: as many as fit with their states and room for every one to reach max_new_tokens
+    assert choice.max_running_requests == 818 == sizes["fits"]
+    assert (818 + 1) * state + 818 * kv_per_request <= pools < (819 + 1) * state + 819 * kv_per_request
+    assert choice.why.startswith("109.77 GiB for the pools hold 818 requests of 97.41 MiB state and 2548 tokens")
+
+
+def test_a_smaller_state_fits_more_up_to_the_largest_cap_measured():
+    choice = choose(engine(mamba_strategy="no_radix", args={"mamba_ssm_dtype": "bfloat16"}), NH8B, SEED_LIKE,
+                    H200_MIB)
+    assert choice.sizes["fits"] == 1259 and choice.max_running_requests == CAP_LIMIT == 1024
+    assert choice.why.endswith("capped at 1024, the most measured")
+
+
+def test_tensor_parallel_ranks_split_the_weights_and_add_their_memory():
+    one = choose(engine(mamba_strategy="no_radix"), NH8B, SEED_LIKE, H200_MIB).sizes
+    two = choose(engine(mamba_strategy="no_radix", tp_size=2), NH8B, SEED_LIKE, H200_MIB).sizes
+    assert two["pools_gib"] == pytest.approx(2 * one["pools_gib"] + one["weights_gib"], abs=0.02)
+
+
+@pytest.mark.parametrize("settings, why", [
+    ({"max_running_requests": 256}, "the cap is set (256): kept"),
+    ({"args": {"max_mamba_cache_size": 600}}, "engine.args size the pools or the cap (max_mamba_cache_size): kept"),
+    ({"mamba_strategy": "no_buffer"}, "no_buffer keeps the prefix cache"),
+])
+def test_a_users_cap_or_a_prefix_cache_is_left_alone(settings, why):
+    choice = choose(engine(**{"mamba_strategy": "no_radix", **settings}), NH8B, SEED_LIKE, H200_MIB)
+    assert choice.max_running_requests is None and choice.why.startswith(why) and choice.sizes == {}
+
+
+def test_without_gpu_memory_a_hybrid_pattern_or_requests_sglang_sizes_it():
+    no_radix = engine(mamba_strategy="no_radix")
+    plain = {k: v for k, v in NH8B.items() if k != "hybrid_override_pattern"}
+    assert choose(no_radix, NH8B, SEED_LIKE, None).why.startswith("SGLang reports no GPU memory")
+    assert choose(no_radix, plain, SEED_LIKE, H200_MIB).why.startswith("not a Nemotron-H hybrid config")
+    assert choose(no_radix, NH8B, [], H200_MIB).why.startswith("no requests")
+    small = choose(no_radix, NH8B, SEED_LIKE, 16 * 1024)  # 16 GiB x 0.9 < the 15 GiB of weights + start-up
+    assert small.max_running_requests is None and small.sizes["fits"] < 1
+    assert small.why.startswith("no request fits")

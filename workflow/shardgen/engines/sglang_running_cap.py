@@ -1,0 +1,92 @@
+"""The running cap `mamba_strategy: auto` gives SGLang when it picks `no_radix` and the user set none.
+
+Left to itself with the prefix cache off, SGLang gives the Mamba state pool mamba_full_memory_ratio / (1 + ratio)
+(47% at its 0.9) of the memory left after the weights, and the KV cache the rest; every running request holds one
+state slot, so the cap is the pool's slot count however empty the KV cache stays. Nemotron-H-8B's float32 state is
+97 MiB a request against 40 MiB of KV for 2.5K tokens, so that split leaves most of the KV unused (the seed ran at
+KV usage 0.21 while the state pool capped the run).
+
+The pools are fixed once the engine runs: SGLang allocates them at start-up, and its set_internal_state changes
+only speculative-decoding thresholds and max_micro_batch_size. Reading them from a first start and restarting would
+cost a second start per shard (weights and CUDA graphs: 1-2 minutes in the H200 logs). So the cap is sized before
+the start from what SGLang itself will compute: with the prefix cache off and a cap of N it allocates N + 1 state
+slots and gives the KV cache the rest of the memory left after the weights, which is about
+    rest = tp x (GPU memory x mem_fraction_static - START_OVERHEAD) - weights
+and N is the most requests whose states and KV fit in it:
+    N = (rest - state) / (state + tokens_per_request x KV per token)
+tokens_per_request is the work's mean prompt + max_new_tokens: room for the running requests to reach their
+limits on average, while each holds less (it is part-way through its answer), so whatever lengths the answers
+reach the KV cache is not what runs short (no retractions), and the state pool is full. On the H200 logs in
+tests/data/sglang-logs the memory estimated for the pools is within 1% of what SGLang allocated, on the low side.
+What SGLang did allocate is in the same done record (`startup`), beside this choice."""
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+
+from shardgen.config_sections import EngineConfig
+from shardgen.engines.model_shape import DTYPE_BYTES, ModelShape
+from shardgen.engines.sglang_args import run_settings
+
+GIB, MIB = 1 << 30, 1 << 20
+# Per GPU, what the CUDA context and SGLang take before the weights and pools: 1.0-1.3 GiB on the H200 logs.
+START_OVERHEAD = int(1.5 * GIB)
+# The largest cap measured on the H200 (`shardgen tune`: no_radix at 1,024 running). Above it nothing was measured,
+# and on the bfloat16-state run decode throughput was already flat from 477 to 1,023 running (compute_saturated),
+# while each step of the cap costs CUDA-graph memory and capture time.
+CAP_LIMIT = 1024
+# engine.args that size the pools or the cap themselves: with one of them set, the user chose.
+USER_SIZING_ARGS = ("max_running_requests", "max_mamba_cache_size", "max_total_tokens")
+
+
+@dataclass(frozen=True)
+class CapChoice:
+    """What `auto` set the running cap to (None: left to SGLang), why, and the sizes it came from: recorded in the
+    done file's engine section as `running_cap_auto`."""
+    max_running_requests: int | None
+    why: str
+    sizes: dict = field(default_factory=dict)
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def choose(engine: EngineConfig, model_config: dict, work: Sequence[dict], gpu_mib: float | None) -> CapChoice:
+    """The cap for `engine` (its strategy already resolved) on a GPU of `gpu_mib` MiB, for these requests
+    (`prompt_ids`, `max_new_tokens`)."""
+    if engine.max_running_requests is not None:
+        return CapChoice(None, f"the cap is set ({engine.max_running_requests}): kept")
+    if sized_by_user := [k for k in USER_SIZING_ARGS if k in engine.args]:
+        return CapChoice(None, f"engine.args size the pools or the cap ({', '.join(sized_by_user)}): kept")
+    if engine.mamba_strategy != "no_radix":
+        return CapChoice(None, f"{engine.mamba_strategy} keeps the prefix cache: SGLang sizes its state pool by "
+                         "mamba_full_memory_ratio, not by the cap, and the KV cache past the running requests holds "
+                         "the prefixes it reuses")
+    shape = ModelShape(model_config)
+    if not shape.is_hybrid:
+        return CapChoice(None, "not a Nemotron-H hybrid config (no M in hybrid_override_pattern): no state pool to "
+                         "balance against the KV cache")
+    if not gpu_mib:
+        return CapChoice(None, "SGLang reports no GPU memory (get_device_memory_capacity): nothing to size from")
+    if not work:
+        return CapChoice(None, "no requests: no tokens per request to size the KV cache for")
+    dtypes = shape.dtypes(run_settings(engine.args))
+    state = shape.state_bytes_per_request(DTYPE_BYTES[dtypes["ssm_state"]])
+    kv_per_token = shape.kv_bytes_per_token(DTYPE_BYTES[dtypes["kv"]])
+    weights = shape.resident_weights() * DTYPE_BYTES[dtypes["weights"]]
+    tokens = sum(len(r["prompt_ids"]) + r["max_new_tokens"] for r in work) / len(work)
+    fraction = float(engine.args.get("mem_fraction_static", engine.mem_fraction_static))
+    tp = int(engine.args.get("tp_size", engine.tp_size))
+    rest = tp * (gpu_mib * MIB * fraction - START_OVERHEAD) - weights
+    fits = int((rest - state) // (state + tokens * kv_per_token))
+    sizes = {"gpu_mib": gpu_mib, "mem_fraction_static": fraction, "tp_size": tp, "dtypes": dtypes,
+             "weights_gib": round(weights / GIB, 2), "pools_gib": round(rest / GIB, 2),
+             "state_mib_per_request": round(state / MIB, 2), "kv_kib_per_token": round(kv_per_token / 1024, 2),
+             "tokens_per_request": round(tokens), "fits": fits}
+    if fits < 1:
+        return CapChoice(None, f"no request fits: {sizes['pools_gib']} GiB for the pools against "
+                         f"{sizes['weights_gib']} GiB of weights; SGLang sizes it", sizes)
+    cap = min(fits, CAP_LIMIT)
+    return CapChoice(cap, f"{sizes['pools_gib']} GiB for the pools hold {fits} requests of "
+                     f"{sizes['state_mib_per_request']} MiB state and {sizes['tokens_per_request']} tokens of KV "
+                     f"({sizes['kv_kib_per_token']} KiB each)" + (f", capped at {CAP_LIMIT}, the most measured"
+                                                                  if fits > CAP_LIMIT else ""), sizes)

@@ -1,0 +1,23 @@
+"""`shardgen retry` (and the workflow's retry_failed rule): generate again the failed prompts of every shard (or
+those named) that failed fewer than `limit` times, and rewrite those shards' done files so merge and report follow.
+A shard whose done file records no failure is left alone."""
+
+from shardgen.config import Config
+from shardgen.generate import checkpoint
+from shardgen.generate.shard import generate_shard
+from shardgen.layout import Layout
+
+DEFAULT_LIMIT = 3  # failures of one prompt after which it is given up on
+
+
+def retry_failed(config: Config, shards: list[int] | None = None, limit: int | None = None) -> dict:
+    """{"retried_shards": {shard: {"generated", "failed"}}} for every shard retried."""
+    limit = DEFAULT_LIMIT if limit is None else limit
+    layout = Layout(config.results)
+    retried = {}
+    for shard in shards or layout.split_shards():
+        if checkpoint.recorded_failures(layout, shard) == 0:
+            continue
+        record = generate_shard(config, shard, layout.done(shard), retry_limit=limit)
+        retried[shard] = {"generated": record["generated"], "failed": record["failed"]}
+    return {"retried_shards": retried}

@@ -1,0 +1,49 @@
+"""What determined the generated tokens, for the exports' manifest and the report: the model, tokenizer and template
+hashes; per shard the engine that generated it (from its done file's `engine` section: backend, SGLang version,
+weight, KV-cache and SSM-state dtypes, attention backend); per source the sampling its prompt set was made with.
+A drafter learns the target's numerics: a bfloat16 SSM state or an fp8 KV cache makes other tokens than the model
+served in float32 / its own dtype would."""
+
+import json
+from pathlib import Path
+
+import pyarrow.parquet as pq
+
+from shardgen.layout import Layout
+
+SAMPLING_COLUMNS = ["source", "max_new_tokens", "temperature", "top_p", "top_k", "sampling_extra"]
+
+
+def engine_numerics(engine: dict | None, model_dir: Path) -> dict:
+    """One done file's engine section as the settings that change the numbers; None (the attempt that wrote the
+    done file generated nothing: its rows came from an earlier attempt) says so."""
+    if not engine:
+        return {"backend": None, "note": "this run of the shard generated nothing; the done file of the run that "
+                                         "did is overwritten, so its engine is not recorded here"}
+    if engine.get("backend") != "sglang":
+        return {"backend": engine.get("backend"), "dtype": engine.get("dtype", "the model's")}
+    from shardgen.engines import info_from_record
+    from shardgen.report.roofline import Model
+
+    info = info_from_record(engine)
+    return {"backend": info.backend, "version": info.version, **Model.from_dir(model_dir).dtypes(info.settings),
+            "attention_backend": info.settings.attention_backend, "gpu_name": info.gpu_name}
+
+
+def provenance(config, layout: Layout) -> dict:
+    from shardgen.target_model import ModelInfo
+
+    model = ModelInfo.from_config(config.model)
+    engines = {}
+    for shard in range(config.n_shards):  # the config's shards: a done file left by an earlier split is not data
+        if layout.done(shard).is_file():
+            record = json.loads(layout.done(shard).read_text())
+            engines[str(shard)] = engine_numerics(record.get("engine"), model.path)
+    sampling = {}
+    if layout.prompts.is_file():
+        table = pq.read_table(layout.prompts, columns=SAMPLING_COLUMNS)
+        for row in table.group_by(SAMPLING_COLUMNS).aggregate([]).to_pylist():
+            extra = json.loads(row.pop("sampling_extra") or "{}")
+            sampling.setdefault(row.pop("source"), []).append({**row, **extra})
+    return {"model": {"path": str(model.path), **model.fingerprint, "stop_token_ids": model.stop_token_ids},
+            "engines_per_shard": engines, "sampling_per_source": sampling}

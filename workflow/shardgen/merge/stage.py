@@ -1,0 +1,19 @@
+"""`shardgen merge`: check the prompt set against the current config, merge the dataset and write every export
+and the exports' manifest."""
+
+from pathlib import Path
+
+from shardgen.config import Config
+from shardgen.layout import Layout
+from shardgen.merge.dataset import merge
+from shardgen.merge.exports import ExportRules, write_manifest
+from shardgen.merge.freshness import check_prompt_set
+
+
+def run(config: Config, dataset: Path, train: Path, failed: Path) -> dict:
+    """The merge step of the workflow; returns merge's record (rows, and what the text exports left out)."""
+    layout = Layout(config.results)
+    check_prompt_set(config, layout.prompts_dir)
+    record = merge(layout, Path(dataset), Path(train), Path(failed), rules=ExportRules.of(config))
+    write_manifest(config, layout, record["text_exports"])
+    return record

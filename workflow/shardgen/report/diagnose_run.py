@@ -1,0 +1,64 @@
+"""What a diagnosis reads from one engine run: the telemetry rows (an SGLang log's batch lines, or a shard's
+telemetry parts), the start-up pool sizes, the settings it ran with, and the log lines behind each row (evidence)."""
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from shardgen.engines import RunSettings, info_from_record, telemetry
+from shardgen.layout import Layout, telemetry_glob
+
+RETRACT = re.compile(r"retract", re.IGNORECASE)
+
+
+@dataclass
+class Run:
+    """What a diagnosis needs from one engine run."""
+    rows: list[dict]
+    lines: dict[int, str]  # row index -> the log line it came from (for evidence)
+    facts: dict
+    settings: RunSettings
+    retractions: list[str]
+    gpu: str | None = None  # the GPU's name where the run recorded it (a shard's done file)
+
+    @property
+    def strategy(self) -> str | None:
+        return self.settings.mamba_strategy
+
+    @property
+    def graph_limit(self) -> int | None:
+        return self.settings.graph_limit
+
+
+def read_log(path: Path) -> Run:
+    rows, lines, facts, settings, retractions = [], {}, {}, RunSettings(), []
+    for line in path.read_text(errors="replace").splitlines():
+        if row := telemetry.parse_line(line):
+            lines[len(rows)] = line.strip()
+            rows.append(row)
+            continue
+        telemetry.parse_startup(line, facts)
+        if (logged := telemetry.parse_settings(line)) is not None:
+            settings = logged
+        elif RETRACT.search(line):
+            retractions.append(line.strip())
+    return Run(rows, lines, facts, settings, retractions)
+
+
+def read_shard(shard_dir: Path) -> Run:
+    import duckdb
+
+    rows = duckdb.sql(f"SELECT * FROM '{telemetry_glob(shard_dir)}' WHERE kind <> 'client' ORDER BY ts").df()
+    record = json.loads(Layout.done_of(shard_dir).read_text())["engine"]
+    info = info_from_record(record) if record else None
+    records = rows.to_dict("records")
+    lines = {i: json.dumps({k: v for k, v in r.items() if v == v and v is not None}, default=str)
+             for i, r in enumerate(records)}
+    if info is None:  # no engine started (nothing was left to generate)
+        return Run(records, lines, {}, RunSettings(), [])
+    return Run(records, lines, info.startup, info.settings, [], info.gpu_name)
+
+
+def read(path: Path) -> Run:
+    return read_shard(path) if path.is_dir() else read_log(path)
