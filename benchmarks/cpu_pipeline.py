@@ -104,7 +104,7 @@ def bench_prompts(args, work: Path) -> Iterator[dict]:
 
 
 def bench_scale(args, work: Path, rows: int) -> dict:
-    from shardgen.generate.shard import done_record
+    from shardgen.generate.checkpoint import done_record
     from shardgen.layout import Layout
 
     base = work / f"scale-{rows}"

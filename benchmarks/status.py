@@ -18,12 +18,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from shardgen import tables
+from shardgen.config import Config
 from shardgen.generate.attempts import log_event, start_attempt
 from shardgen.layout import Layout, telemetry_path
 from shardgen.generate.checkpoint import PartWriter
 from shardgen.report.status import status
 
-ENGINE = {"mem_fraction_static": 0.9, "max_running_requests": None}
+# start_attempt takes typed engine settings (the schema's defaults here)
+ENGINE = Config.from_dict({"model": {"path": "/m"},
+                           "sources": [{"name": "s", "path": "x.jsonl", "format": "prompt"}]}).engine
 
 
 def build(root: Path, shards: int, parts: int, rows: int = 10) -> Layout:
@@ -31,7 +34,10 @@ def build(root: Path, shards: int, parts: int, rows: int = 10) -> Layout:
     now = datetime.now(timezone.utc)
     layout.split_dir.mkdir(parents=True)
     for shard in range(shards):
-        pq.write_table(pa.table({"prompt_id": [f"{shard}-{i}" for i in range(parts * rows + 500)]}), layout.split(shard))
+        keys = [f"{shard}-{p}-{r}" for p in range(parts) for r in range(rows)]
+        keys += [f"{shard}-left-{i}" for i in range(500)]
+        # status counts the rows of the current prompt set: the split's gen_keys
+        pq.write_table(pa.table({"prompt_id": keys, "gen_key": keys}), layout.split(shard))
         attempt, _, _ = start_attempt(layout.shard_dir(shard), ENGINE)
         log_event(layout.shard_dir(shard), attempt, "engine_started")  # status reads telemetry once generating
         writer = PartWriter(layout.shard_dir(shard))

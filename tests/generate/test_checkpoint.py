@@ -4,7 +4,8 @@ import duckdb
 import pyarrow.parquet as pq
 
 from shardgen import tables
-from shardgen.generate.checkpoint import PartWriter, committed_outcomes
+from shardgen.generate.checkpoint import PartWriter, outcomes
+from shardgen.layout import Layout
 
 T0 = datetime(2026, 12, 1, 8, 0, tzinfo=timezone.utc)
 
@@ -33,12 +34,33 @@ def test_parts_with_nulls_read_back_through_a_duckdb_glob_unchanged(tmp_path):
 
 
 def test_part_numbers_continue_and_outcomes_per_gen_key(tmp_path):
-    writer = PartWriter(tmp_path / "shard-000")
+    layout = Layout(tmp_path)
+    writer = PartWriter(layout.shard_dir(0))
     first = writer.commit([part_row(0), part_row(1, finish_reason="abort", error="x")])
-    second = PartWriter(tmp_path / "shard-000").commit([part_row(2, finish_reason="length")])
+    second = PartWriter(layout.shard_dir(0)).commit([part_row(2, finish_reason="length")])
     assert (first.name, second.name) == ("part-00000.parquet", "part-00001.parquet")
-    assert not list(tmp_path.glob("shard-000/.*"))  # no temp files left behind
-    PartWriter(tmp_path / "shard-001").commit([part_row(1, finish_reason="stop"), part_row(5, finish_reason="abort")])
-    finished, aborts = committed_outcomes(str(tmp_path / "shard-*" / "part-*.parquet"))
-    assert finished == {"g0", "g1", "g2"} and aborts == {"g5": 1}  # a later success supersedes the failure
+    assert not list(layout.shard_dir(0).glob(".*"))  # no temp files left behind
+    PartWriter(layout.shard_dir(1)).commit([part_row(1, finish_reason="stop"), part_row(5, finish_reason="abort"),
+                                            part_row(6, finish_reason="context_exhausted", turn=2),
+                                            part_row(7, finish_reason="abort"), part_row(7, finish_reason="abort")])
+    found = outcomes(layout)
+    assert found.generated == {"g0", "g1", "g2"}  # a later success supersedes the failure
+    assert found.ended == {"g6"} and found.aborts == {"g5": 1, "g7": 2}
     assert pq.read_metadata(first).num_rows == 2
+
+
+def test_a_damaged_part_is_named_by_status_and_quarantined_by_generate(tmp_path):
+    from shardgen.generate.checkpoint import progress
+
+    layout = Layout(tmp_path)
+    layout.split_dir.mkdir(parents=True)
+    pq.write_table(tables.PROMPTS.empty_table(), layout.split(0))
+    writer = PartWriter(layout.shard_dir(0))
+    first, second = writer.commit([part_row(0)]), writer.commit([part_row(1)])
+    first.write_bytes(first.read_bytes()[:100])  # truncated: footer gone; the first file DuckDB would bind to
+    state = progress(layout).shards[0]
+    assert state.lost == [f"{first.name} unreadable"] and first.exists()  # status only reads
+    assert [c.attempt for c in state.commits] == [1] and state.stale_rows == 1
+    assert outcomes(layout).generated == {"g1"}
+    assert not first.exists() and (layout.shard_dir(0) / "quarantine" / first.name).exists()
+    assert second.exists()

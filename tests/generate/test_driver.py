@@ -8,6 +8,7 @@ from tqdm import tqdm
 from shardgen.generate.driver import PartSink, drive
 from shardgen.engines import Result
 from shardgen.generate.checkpoint import PartWriter
+from shardgen.generate.turns import TurnRequest
 
 
 class FakeEngine:
@@ -30,8 +31,8 @@ class FakeEngine:
 
 
 def prompts(n):
-    return [{"prompt_id": f"p{i}", "gen_key": f"{i:064x}", "prompt_ids": [i], "max_new_tokens": 8,
-             "temperature": 0.0, "top_p": 1.0, "top_k": -1} for i in range(n)]
+    return [TurnRequest.first({"prompt_id": f"p{i}", "gen_key": f"{i:064x}", "prompt_ids": [i], "max_new_tokens": 8,
+                               "temperature": 0.0, "top_p": 1.0, "top_k": -1}) for i in range(n)]
 
 
 def run(engine, tmp_path, n, window, every_records):

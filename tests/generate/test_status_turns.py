@@ -36,25 +36,12 @@ def test_status_shows_conversations_and_turns_only_for_multi_turn_parts(make_con
     assert header[-3:] == ["conversations", "turns", "max_turn"]
 
 
-def test_the_parts_index_carries_each_parts_turn_counts(tmp_path):
-    """status reads turn counts from the index (one small file per poll, not every part), the same as the parts."""
-    import json
-    from datetime import datetime
-
-    from shardgen.layout import PARTS_INDEX
-    from shardgen.generate.checkpoint import PartWriter
-    from shardgen.report.status import _part_entries, _turns
-
-    now = datetime.now().astimezone()
-    writer = PartWriter(tmp_path)
-    for k, turns in enumerate(([1, 2, 1], [3, None])):  # null: a first-turn source's row
-        writer.commit([{"prompt_id": f"p{k}{i}", "gen_key": f"k{k}{i}", "shard": 0, "attempt": 1, "completion": "x",
-                        "output_ids": [1], "finish_reason": "stop", "prompt_tokens": 5, "completion_tokens": 2,
-                        "cached_tokens": 0, "latency_s": 1.0, "submitted_at": now, "finished_at": now, "gpu": "0",
-                        "error": None, "conversation_id": f"c{k}", "turn": t} for i, t in enumerate(turns)])
-    lines = [json.loads(line) for line in (tmp_path / PARTS_INDEX).read_text().splitlines()]
-    assert [(e["first_turns"], e["max_turn"]) for e in lines] == [(2, 2), (1, 3)]
-    from_index, _ = _part_entries(tmp_path)
-    (tmp_path / PARTS_INDEX).unlink()
-    from_parts, _ = _part_entries(tmp_path)
-    assert _turns(from_index) == _turns(from_parts) == {"conversations": 3, "turns": 5, "max_turn": 3}
+def test_a_part_listed_in_the_index_but_gone_is_named_lost_and_its_rows_not_counted(make_config, write_jsonl):
+    path = write_jsonl("a.jsonl", [{"query": f"Say {i} twice."} for i in range(6)])
+    layout = stage(make_config([{"name": "a", "path": path, "format": "query_response"}],
+                               checkpoint={"every_records": 2}), 1)
+    parts = sorted(layout.shard_dir(0).glob("part-*.parquet"))
+    lost = pq.read_metadata(parts[0]).num_rows
+    parts[0].unlink()
+    (row,) = status(layout)
+    assert row["lost_parts"] == f"{parts[0].name} missing ({lost} rows)" and row["committed"] == 6 - lost

@@ -154,7 +154,9 @@ def test_the_next_turn_is_submitted_as_soon_as_its_previous_turn_completes(tmp_p
     from shardgen.generate.driver import PartSink, drive
     from shardgen.engines import Result
     from shardgen.generate.checkpoint import PartWriter
-    from shardgen.generate.turns import first_request, next_request
+    from dataclasses import replace
+
+    from shardgen.generate.turns import TurnRequest
 
     order = []
 
@@ -165,13 +167,13 @@ def test_the_next_turn_is_submitted_as_soon_as_its_previous_turn_completes(tmp_p
             return Result([7, 8], "ans", "stop", len(request.prompt_ids))
 
     def row(name, turns):
-        return first_request({"prompt_id": name, "gen_key": name, "conversation_id": name, "prompt_ids": [1, 2],
+        return TurnRequest.first({"prompt_id": name, "gen_key": name, "conversation_id": name, "prompt_ids": [1, 2],
                               "messages": [{"role": "user", "content": "u1"}], "turns": turns, "max_new_tokens": 2,
                               "temperature": 0.0, "top_p": 1.0, "top_k": -1, "sampling_extra": "{}"})
 
     def follow(prompt, _row):
-        nxt = next_request(prompt, "ans", [7, 8], lambda messages, kw: [1] * (2 * len(messages)))
-        return (None, None) if nxt is None else ({**nxt, "gen_key": f"{prompt['conversation_id']}{nxt['turn']}"}, None)
+        nxt = prompt.next("ans", [7, 8], lambda messages, kw: [1] * (2 * len(messages)))
+        return (None, None) if nxt is None else (replace(nxt, gen_key=f"{prompt.conversation_id}{nxt.turn}"), None)
 
     class Bar:
         def update(self, n):

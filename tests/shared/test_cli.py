@@ -9,6 +9,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from shardgen import tables
+from shardgen.config import Config
 from shardgen.generate.attempts import start_attempt
 from shardgen.cli import main
 from shardgen.generate.shard import generate_shard
@@ -17,6 +18,10 @@ from shardgen.generate.checkpoint import PartWriter
 from shardgen.report.status import status
 
 from helpers import part_rows, stage
+
+# start_attempt takes typed engine settings (the schema's defaults here)
+ENGINE = Config.from_dict({"model": {"path": "/m"},
+                           "sources": [{"name": "s", "path": "x.jsonl", "format": "prompt"}]}).engine
 
 
 def test_status_query_and_reset(make_config, write_jsonl, capsys):
@@ -56,9 +61,11 @@ def test_status_query_and_reset(make_config, write_jsonl, capsys):
 def test_status_shows_live_tokens_per_second_from_the_newest_telemetry(tmp_path, capsys):
     layout = Layout(tmp_path / "results")
     layout.split_dir.mkdir(parents=True)
-    pq.write_table(pa.table({"prompt_id": [f"p{i}" for i in range(40)]}), layout.split(0))
+    # status counts only rows of the current prompt set: the split holds the gen_keys of the rows committed below
+    pq.write_table(pa.table({"prompt_id": [f"p{i}" for i in range(40)], "gen_key": [f"k{i}" for i in range(40)]}),
+                   layout.split(0))
     shard_dir = layout.shard_dir(0)
-    start_attempt(shard_dir, {"mem_fraction_static": 0.9, "max_running_requests": None})
+    start_attempt(shard_dir, ENGINE)
     now = datetime.now(timezone.utc)
     entry = json.loads((shard_dir / "attempts.jsonl").read_text())  # started a minute before its telemetry
     entry["started_at"] = (now - timedelta(seconds=60)).isoformat()
@@ -141,23 +148,23 @@ def test_status_says_a_shard_is_down_when_its_process_is_gone(tmp_path, capsys):
     import sys
     import time
 
-    from shardgen.generate import heartbeat
+    from shardgen.layout import heartbeat_path
 
     layout = Layout(tmp_path / "results")
     layout.split_dir.mkdir(parents=True)
     pq.write_table(pa.table({"prompt_id": [f"p{i}" for i in range(4)]}), layout.split(0))
     shard_dir = layout.shard_dir(0)
-    start_attempt(shard_dir, {"mem_fraction_static": 0.9, "max_running_requests": None})
+    start_attempt(shard_dir, ENGINE)
     now = datetime.now(timezone.utc)
     row = dict.fromkeys(tables.TELEMETRY.names)
     pq.write_table(pa.Table.from_pylist([{**row, "ts": now, "kind": "decode", "running": 256, "gen_throughput": 7485.0}],
                                         schema=tables.TELEMETRY), telemetry_path(shard_dir, 0))
-    code = ("import sys, time; from pathlib import Path; from shardgen.generate import heartbeat\n"
-            "with heartbeat.beating(Path(sys.argv[1]), 1): time.sleep(60)")
+    code = ("import sys, time; from pathlib import Path; from shardgen.generate import attempts\n"
+            "with attempts.running(Path(sys.argv[1]), 1): time.sleep(60)")
     child = subprocess.Popen([sys.executable, "-c", code, str(shard_dir)])
     try:
         deadline = time.time() + 30
-        while not (shard_dir / heartbeat.NAME).exists() and time.time() < deadline:
+        while not heartbeat_path(shard_dir).exists() and time.time() < deadline:
             time.sleep(0.1)
         live = status(layout)[0]
         assert (live["state"], live["running"]) == ("starting", 256)  # alive, its engine not started yet
@@ -170,8 +177,8 @@ def test_status_says_a_shard_is_down_when_its_process_is_gone(tmp_path, capsys):
     assert main(["--results", str(layout.root), "status"]) == 0
     assert "DOWN: shard 0 (killed, silent" in capsys.readouterr().out.splitlines()[-1]
 
-    beat = json.loads((shard_dir / heartbeat.NAME).read_text())
-    (shard_dir / heartbeat.NAME).write_text(json.dumps({**beat, "host": "other-node", "at": time.time() - 31}))
+    beat = json.loads(heartbeat_path(shard_dir).read_text())
+    heartbeat_path(shard_dir).write_text(json.dumps({**beat, "host": "other-node", "at": time.time() - 31}))
     assert status(layout)[0]["state"] == "down:killed"  # another host: a stale heartbeat is all it takes
 
 

@@ -46,7 +46,7 @@ def _table(rows: list[dict]) -> str:
     if not rows:
         return "(no rows)"
     cols = list(rows[0])
-    cells = [[str(r[c]) for c in cols] for r in rows]
+    cells = [["-" if r[c] is None else str(r[c]) for c in cols] for r in rows]  # no value: "-", never "None"
     widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(cols)]
     line = lambda values: "  ".join(v.rjust(w) for v, w in zip(values, widths))  # noqa: E731
     return "\n".join([line(cols), line(["-" * w for w in widths])] + [line(row) for row in cells])

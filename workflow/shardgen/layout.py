@@ -9,6 +9,7 @@ SHARD_WILDCARD = "{shard}"
 SHARD_REGEX = r"\d{3}"  # what the wildcard matches: a shard's NNN
 PARTS_INDEX = "parts-index.jsonl"
 ATTEMPTS = "attempts.jsonl"
+HEARTBEAT = "heartbeat.json"
 
 
 def shard_id(shard: int | str) -> str:
@@ -49,6 +50,25 @@ def part_files(folder: Path) -> list[Path]:
 def stale_part_temps(folder: Path) -> list[Path]:
     """Temp files of part commits killed before their rename."""
     return sorted(Path(folder).glob(".part-*.tmp"))
+
+
+def parts_index_path(folder: Path) -> Path:
+    """One line per committed part (its row and token counts): the checkpoint's cache of the parts."""
+    return Path(folder) / PARTS_INDEX
+
+
+def quarantine_dir(folder: Path) -> Path:
+    """Where unreadable parts are moved (never deleted)."""
+    return Path(folder) / "quarantine"
+
+
+def attempts_path(folder: Path) -> Path:
+    return Path(folder) / ATTEMPTS
+
+
+def heartbeat_path(folder: Path) -> Path:
+    """The running attempt's sign of life."""
+    return Path(folder) / HEARTBEAT
 
 
 def file_number(path: Path) -> int:

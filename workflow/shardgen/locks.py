@@ -1,10 +1,14 @@
-"""Snakemake leaves its directory lock behind after a SIGKILL; the next run would refuse to start.
+"""Process locks, and Snakemake's directory lock left behind after a SIGKILL.
 
-Every main Snakemake process of this workflow holds an flock on .snakemake/shardgen-run.lock for its whole life
-(the kernel drops it when the process dies, however it dies). A run that gets that flock knows no other run is
-alive, so any lock files in .snakemake/locks/ are stale: it removes them, saying so. A run that cannot get it
-within a few seconds leaves the locks alone and says that the other run is alive (its pid), so Snakemake's advice
-to `--unlock` that follows is not taken while that run still writes.
+`flock_with_pid` is the one way shardgen takes a lock: an flock on a file that then names its holder's pid (the
+kernel drops the flock when the process dies, however it dies, so a lock is never stale). The shard writer, the GPU
+lease and the run guard below all use it.
+
+Snakemake leaves its directory lock behind after a SIGKILL; the next run would refuse to start. Every main
+Snakemake process of this workflow holds .snakemake/shardgen-run.lock for its whole life. A run that gets it knows
+no other run is alive, so any lock files in .snakemake/locks/ are stale: it removes them, saying so. A run that
+cannot get it within a few seconds leaves the locks alone and says that the other run is alive (its pid), so
+Snakemake's advice to `--unlock` that follows is not taken while that run still writes.
 """
 
 import fcntl
@@ -12,9 +16,39 @@ import logging
 import os
 import time
 from pathlib import Path
+from typing import IO
 
 log = logging.getLogger("shardgen")
 _guard = None  # the open, flock'd file: held until this process exits
+
+
+def flock_with_pid(path: Path, wait_s: float = 0.0) -> IO | None:
+    """The open file at `path`, exclusively flock'd and holding this process's pid, or None when another process
+    still holds it after wait_s. The lock lasts until the file is closed or the process dies."""
+    handle = open(path, "a+")
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            break
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                handle.close()
+                return None
+            time.sleep(0.2)
+    handle.seek(0)
+    handle.truncate()
+    handle.write(f"{os.getpid()}\n")
+    handle.flush()
+    return handle
+
+
+def holder(path: Path) -> str:
+    """The pid written by the process holding the lock at `path` ("?" when it cannot be read)."""
+    try:
+        return Path(path).read_text().strip() or "?"
+    except OSError:
+        return "?"
 
 
 def hold_run_guard(state_dir: Path = Path(".snakemake"), wait_s: float = 10.0) -> bool:
@@ -22,32 +56,17 @@ def hold_run_guard(state_dir: Path = Path(".snakemake"), wait_s: float = 10.0) -
     if _guard is not None:
         return True
     state_dir.mkdir(parents=True, exist_ok=True)
-    handle = open(state_dir / "shardgen-run.lock", "a+")
-    deadline = time.monotonic() + wait_s
-    while True:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            if time.monotonic() > deadline:
-                handle.close()
-                return False
-            time.sleep(0.2)
-            continue
-        handle.seek(0)
-        handle.truncate()
-        handle.write(f"{os.getpid()}\n")
-        handle.flush()
-        _guard = handle
-        return True
+    _guard = flock_with_pid(state_dir / "shardgen-run.lock", wait_s)
+    return _guard is not None
 
 
 def clear_stale_locks(workflow, state_dir: Path = Path(".snakemake")) -> list[Path]:
     if not workflow.is_main_process:
         return []
     if not hold_run_guard(state_dir):
-        holder = (state_dir / "shardgen-run.lock").read_text().strip() or "?"
+        pid = holder(state_dir / "shardgen-run.lock")
         log.error("another snakemake run of this workflow is alive (pid %s): its locks are not stale, so do not "
-                  "use --unlock; wait for it to finish or stop it (Ctrl-C, or kill -TERM %s)", holder, holder)
+                  "use --unlock; wait for it to finish or stop it (Ctrl-C, or kill -TERM %s)", pid, pid)
         return []
     stale = sorted((state_dir / "locks").glob("*.lock"))
     for path in stale:

@@ -29,8 +29,8 @@ SELECT (SELECT sum(read) FROM accounting) AS prompts_read,
        t.wall_s AS parts_generation_wall_s, t.output_tokens_per_s AS parts_output_tokens_per_s,
        t.requests_per_s AS parts_requests_per_s,
        -- finished rows not used: a gen_key committed more than once (the earliest wins), or a stale gen_key
-       (SELECT count(*) - count(DISTINCT gen_key) FROM parts WHERE finish_reason IN ('stop', 'length'))
+       (SELECT count(*) - count(DISTINCT gen_key) FROM parts WHERE is_generated(finish_reason))
            AS duplicate_commits,
-       (SELECT count(*) FROM parts WHERE finish_reason IN ('stop', 'length')
+       (SELECT count(*) FROM parts WHERE is_generated(finish_reason)
            AND base_key NOT IN (SELECT gen_key FROM prompts)) AS stale_rows
 FROM throughput t, dataset_totals d, dataset_wall dw

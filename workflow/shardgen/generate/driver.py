@@ -13,7 +13,8 @@ from tqdm import tqdm
 
 from shardgen.engines import Engine, Request, Result
 from shardgen.faults import fault_point
-from shardgen.generate.checkpoint import PartWriter
+from shardgen.generate.checkpoint import PartWriter, part_row
+from shardgen.generate.turns import TurnRequest
 
 
 class PartSink:
@@ -43,47 +44,11 @@ class PartSink:
             self.last_commit = time.monotonic()
 
 
-def _row(prompt: dict, result: Result, shard: int, attempt: int, gpu: str, submitted: datetime, latency: float):
-    error = result.error
-    if error is None and result.prompt_tokens != len(prompt["prompt_ids"]):
-        error = f"engine counted {result.prompt_tokens} prompt tokens, we sent {len(prompt['prompt_ids'])}"
-    return {
-        "prompt_id": prompt["prompt_id"], "gen_key": prompt["gen_key"], "shard": shard, "attempt": attempt,
-        "completion": result.text, "output_ids": result.output_ids,
-        "finish_reason": "abort" if error else result.finish_reason, "prompt_tokens": len(prompt["prompt_ids"]),
-        "completion_tokens": len(result.output_ids), "cached_tokens": result.cached_tokens, "latency_s": latency,
-        "submitted_at": submitted, "finished_at": datetime.now(timezone.utc), "gpu": gpu, "error": error,
-        **_turn_columns(prompt),
-        "max_new_tokens": prompt["max_new_tokens"],  # not a part column: the parts index sums it for the ETA
-    }
+Follow = Callable[[TurnRequest, dict], tuple[TurnRequest | None, str | None]]
 
 
-def _turn_columns(prompt: dict) -> dict:
-    """conversation_id, turn and base_key of a turn (a plain prompt is turn 1 of itself); turn t >= 2 also
-    carries its exact prompt (the prompts row holds turn 1's)."""
-    turn = prompt.get("turn", 1)
-    later = turn > 1
-    return {"conversation_id": prompt.get("conversation_id", prompt["prompt_id"]), "turn": turn,
-            "base_key": prompt.get("base_key", prompt["gen_key"]),
-            "messages": prompt["history"] if later else None, "prompt_ids": prompt["prompt_ids"] if later else None}
-
-
-def _ended_row(prompt: dict, why: str, shard: int, attempt: int, gpu: str) -> dict:
-    """A turn that is not run because it does not fit the context: the conversation ends before it."""
-    now = datetime.now(timezone.utc)
-    return {
-        "prompt_id": prompt["prompt_id"], "gen_key": prompt["gen_key"], "shard": shard, "attempt": attempt,
-        "completion": None, "output_ids": [], "finish_reason": "context_exhausted",
-        "prompt_tokens": len(prompt["prompt_ids"]), "completion_tokens": 0, "cached_tokens": 0, "latency_s": 0.0,
-        "submitted_at": now, "finished_at": now, "gpu": gpu, "error": why, **_turn_columns(prompt),
-    }
-
-
-Follow = Callable[[dict, dict], tuple[dict | None, str | None]]
-
-
-async def drive(engine: Engine, prompts: Iterable[dict], *, window: int, sink: PartSink, shard: int, attempt: int,
-                gpu: str, progress: tqdm, follow: Follow | None = None) -> None:
+async def drive(engine: Engine, prompts: Iterable[TurnRequest], *, window: int, sink: PartSink, shard: int,
+                attempt: int, gpu: str, progress: tqdm, follow: Follow | None = None) -> None:
     """Keep `window` requests in flight until every prompt has a committed row. A failed commit (disk full, I/O
     error) stops the feeding and is raised once the requests in flight are back. With `follow`, a conversation
     keeps its slot: follow(prompt, row) gives the next turn's request as soon as a turn completes (or None at the
@@ -93,28 +58,28 @@ async def drive(engine: Engine, prompts: Iterable[dict], *, window: int, sink: P
     running: set[asyncio.Task] = set()
     failures: list[BaseException] = []
 
-    async def turn(prompt: dict) -> dict:
+    async def turn(prompt: TurnRequest) -> dict:
         submitted, start = datetime.now(timezone.utc), time.monotonic()
-        request = Request(f"{prompt['gen_key']}-a{attempt}", prompt["prompt_ids"], {
-            k: prompt[k] for k in ("max_new_tokens", "temperature", "top_p", "top_k")})
+        request = Request(f"{prompt.gen_key}-a{attempt}", prompt.prompt_ids, prompt.sampling.as_dict())
         try:
             result = await engine.generate(request)
         except Exception as err:  # a failed request is recorded, never fatal to the shard
-            result = Result([], "", "abort", len(prompt["prompt_ids"]), error=f"{type(err).__name__}: {err}")
-        row = _row(prompt, result, shard, attempt, gpu, submitted, time.monotonic() - start)
+            result = Result([], "", "abort", len(prompt.prompt_ids), error=f"{type(err).__name__}: {err}")
+        row = part_row(prompt, shard=shard, attempt=attempt, gpu=gpu, result=result, submitted=submitted,
+                       latency_s=time.monotonic() - start)
         sink.rows.append(row)
         fault_point("mid_batch")
         progress.update(1)
         await sink.commit()
         return row
 
-    async def one(prompt: dict | None) -> None:
+    async def one(prompt: TurnRequest | None) -> None:
         try:
             while prompt is not None and not failures:
                 row = await turn(prompt)
                 prompt, why = follow(prompt, row) if follow and row["finish_reason"] != "abort" else (None, None)
                 if why is not None:  # the conversation ends before this turn
-                    sink.rows.append(_ended_row(prompt, why, shard, attempt, gpu))
+                    sink.rows.append(part_row(prompt, shard=shard, attempt=attempt, gpu=gpu, ended=why))
                     progress.update(1)
                     await sink.commit()
                     prompt = None
@@ -153,12 +118,15 @@ def window(config, engine: Engine) -> int:
     return config.engine.window(engine.info.max_running_requests)
 
 
-def run_prompts(engine: Engine, prompts: list[dict], parts_dir: Path, config, *, shard: int, attempt: int, gpu: str,
-                desc: str, follow: Follow | None = None, total: int | None = None) -> int:
-    """Generate `prompts` on a started engine into parts committed in parts_dir (every checkpoint.every_records or
-    every_seconds), with a progress bar on stderr; returns the rows committed. A failed commit raises OSError."""
+def run_prompts(engine: Engine, prompts: list[TurnRequest | dict], parts_dir: Path, config, *, shard: int,
+                attempt: int, gpu: str, desc: str, follow: Follow | None = None) -> int:
+    """Generate `prompts` (turn requests, or prompts rows: their first turn) on a started engine into parts
+    committed in parts_dir (every checkpoint.every_records or every_seconds), with a progress bar on stderr over
+    every turn left; returns the rows committed. A failed commit raises OSError."""
+    prompts = [p if isinstance(p, TurnRequest) else TurnRequest.first(p) for p in prompts]
+    total = sum(p.turns_left() for p in prompts) if follow else len(prompts)
     sink = PartSink(PartWriter(parts_dir), **config.checkpoint.as_dict())
-    with tqdm(total=total or len(prompts), desc=desc, unit="req", file=sys.stderr, mininterval=2) as bar:
+    with tqdm(total=total, desc=desc, unit="req", file=sys.stderr, mininterval=2) as bar:
         engine.run(drive(engine, prompts, window=window(config, engine), sink=sink, shard=shard, attempt=attempt,
                          gpu=gpu, progress=bar, follow=follow))
     return sink.committed

@@ -3,7 +3,6 @@
 Snakemake only counts `gpu=N`; it never says which GPU. Call `lease` before torch (or SGLang) is imported.
 """
 
-import fcntl
 import logging
 import os
 import socket
@@ -12,6 +11,7 @@ import time
 from pathlib import Path
 
 from shardgen import ShardgenError
+from shardgen.locks import flock_with_pid
 
 _held: list = []  # open lock files: the lease lasts as long as the process
 _leased: list[str] = []
@@ -35,20 +35,6 @@ def candidates(total_gpus: int) -> list[str]:
     return [str(i) for i in range(total_gpus)]
 
 
-def _try_lock(path: Path):
-    handle = open(path, "a+")
-    try:
-        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        handle.close()
-        return None
-    handle.seek(0)
-    handle.truncate()
-    handle.write(f"{os.getpid()}\n")
-    handle.flush()
-    return handle
-
-
 def lease(count: int, total_gpus: int, timeout_s: float = 600, lock_dir: Path | None = None) -> list[str]:
     """Hold `count` free GPU ids, set CUDA_VISIBLE_DEVICES to them and return them; wait up to timeout_s.
     A process that already holds a lease (several shards in one `shardgen retry`) keeps using it."""
@@ -63,7 +49,7 @@ def lease(count: int, total_gpus: int, timeout_s: float = 600, lock_dir: Path | 
     while True:
         got = []
         for gpu in pool:
-            if handle := _try_lock(lock_dir / f"gpu{gpu}.lock"):
+            if handle := flock_with_pid(lock_dir / f"gpu{gpu}.lock"):
                 got.append((gpu, handle))
                 if len(got) == count:
                     _held.extend(h for _, h in got)

@@ -2,9 +2,8 @@
 those named) that failed fewer than `limit` times, and rewrite those shards' done files so merge and report follow.
 A shard whose done file records no failure is left alone."""
 
-import json
-
 from shardgen.config import Config
+from shardgen.generate import checkpoint
 from shardgen.generate.shard import generate_shard
 from shardgen.layout import Layout
 
@@ -17,9 +16,8 @@ def retry_failed(config: Config, shards: list[int] | None = None, limit: int | N
     layout = Layout(config.results)
     retried = {}
     for shard in shards or layout.split_shards():
-        done = layout.done(shard)
-        if done.exists() and json.loads(done.read_text())["failed"] == 0:
+        if checkpoint.recorded_failures(layout, shard) == 0:
             continue
-        record = generate_shard(config, shard, done, retry_limit=limit)
+        record = generate_shard(config, shard, layout.done(shard), retry_limit=limit)
         retried[shard] = {"generated": record["generated"], "failed": record["failed"]}
     return {"retried_shards": retried}

@@ -8,14 +8,12 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from shardgen import ShardgenError, db
-
-from shardgen.generate import gpu_lease, heartbeat, turns
-from shardgen.atomic import committed, write_text
-from shardgen.generate.attempts import log_event, read_attempts, start_attempt
+from shardgen import ShardgenError
+from shardgen.atomic import write_text
 from shardgen.config import Config
-from shardgen.layout import Layout, shard_id
-from shardgen.generate.checkpoint import committed_outcomes, part_files, shard_lock
+from shardgen.generate import attempts, checkpoint, gpu_lease
+from shardgen.generate.turns import TurnRequest, resume_points
+from shardgen.layout import Layout, part_files, shard_id
 
 log = logging.getLogger(__name__)
 
@@ -24,92 +22,88 @@ class CommitError(ShardgenError, RuntimeError):
     """A part could not be written (disk full, I/O error): the job stops, committed parts stay as they are."""
 
 
-def _todo(layout: Layout, shard: int, retry_limit: int | None, encode) -> tuple[int, list[dict]]:
+def _todo(config: Config, layout: Layout, shard: int, retry_limit: int | None,
+          encode) -> tuple[int, list[TurnRequest]]:
     """A normal run generates the prompts with no committed row; a retry (retry_limit set) only the failed ones
     that have failed fewer than retry_limit times. A multi-turn conversation resumes at its first uncommitted
-    turn (turns.resume_points), under the same rule for that turn's key; after a retried turn its conversation
-    goes on."""
+    turn (turns.resume_points: also at a turn that ended it by context_exhausted and fits the context now), under
+    the same rule for that turn's key; after a retried turn its conversation goes on."""
     table = pq.read_table(layout.split(shard))
-    finished, aborts = committed_outcomes(layout.parts_glob)
+    found = checkpoint.outcomes(layout)
 
     def wanted(key: str, turn: int) -> bool:
+        aborts = found.aborts.get(key, 0)
         if retry_limit is None:
-            return key not in finished and key not in aborts
-        return 0 < aborts.get(key, 0) < retry_limit or (turn > 1 and key not in finished and key not in aborts)
+            return key not in found.generated and not aborts
+        return 0 < aborts < retry_limit or (turn > 1 and key not in found.generated and not aborts)
 
     multi = [len(t) > 1 for t in table["turns"].to_pylist()]
     single = [i for i, (m, k) in enumerate(zip(multi, table["gen_key"].to_pylist())) if not m and wanted(k, 1)]
-    todo = [turns.first_request(row) for row in table.take(single).to_pylist()] if single else []
+    todo = [TurnRequest.first(row) for row in table.take(single).to_pylist()] if single else []
     if any(multi):
         rows = table.filter(pa.array(multi)).to_pylist()
-        done = turns.committed_turns(layout.parts_glob, {r["conversation_id"] for r in rows})
-        todo += [r for r in turns.resume_points(rows, done, encode) if wanted(r["gen_key"], r["turn"])]
+        done = checkpoint.committed_turns(layout, {r["conversation_id"] for r in rows})
+        todo += [r for r in resume_points(rows, done, encode, config.model.context_length) if wanted(r.gen_key, r.turn)]
+        if going_on := sum(r.gen_key in found.ended for r in todo):
+            log.info("shard %d: %d conversation(s) ended by context_exhausted go on from their last committed turn: "
+                     "that turn fits model.context_length %d now", shard, going_on, config.model.context_length)
     return table.num_rows, todo
 
 
 def _follow(config: Config, encode):
     """The next turn of a conversation once a turn completes; a turn that does not fit the context ends it."""
-    def follow(prompt: dict, row: dict):
-        request = turns.next_request(prompt, row["completion"], row["output_ids"], encode)
+    def follow(prompt: TurnRequest, row: dict):
+        request = prompt.next(row["completion"], row["output_ids"], encode)
         if request is None:
             return None, None
-        return request, turns.exhausted(request, config.model.context_length)
+        return request, request.exhausted(config.model.context_length)
     return follow
 
 
-def _run(config: Config, layout: Layout, shard: int, todo: list[dict], gpu: str, model) -> dict:
+def _run(config: Config, layout: Layout, shard: int, todo: list[TurnRequest], gpu: str, model) -> dict:
     from shardgen.generate.driver import run_prompts, window
     from shardgen.engines.session import open_engine
 
     shard_dir = layout.shard_dir(shard)
-    attempt, engine_cfg, deaths = start_attempt(shard_dir, config.engine)
+    attempt, engine_cfg, deaths = attempts.start_attempt(shard_dir, config.engine)
     if deaths:
         log.warning("shard %d attempt %d restarts after %s; engine settings now %s", shard, attempt,
                     [d["cause"] for d in deaths], engine_cfg)
-    with heartbeat.beating(shard_dir, attempt):  # from here on `status` can tell a live attempt from a dead one
+    with attempts.running(shard_dir, attempt):  # from here on `status` can tell a live attempt from a dead one
         config = config.with_engine(engine_cfg.as_dict())
+        # what an engine sizes its settings from (`work`: the prompts it is about to run, as the engines read them)
+        work = [{"prompt_ids": r.prompt_ids, "max_new_tokens": r.sampling.max_new_tokens, "turns": r.turns,
+                 "turn": r.turn} for r in todo]
         with open_engine(config, model, shard_dir, device="cpu" if gpu == "cpu" else "cuda", attempt=attempt,
-                         work=todo) as engine:
-            log_event(shard_dir, attempt, "engine_started", max_running_requests=engine.info.max_running_requests)
+                         work=work) as engine:
+            attempts.log_event(shard_dir, attempt, "engine_started",
+                               max_running_requests=engine.info.max_running_requests)
             log.info("shard %d attempt %d: %d prompts to generate, window %d", shard, attempt, len(todo),
                      window(config, engine))
             try:
                 committed = run_prompts(engine, todo, shard_dir, config, shard=shard, attempt=attempt, gpu=gpu,
-                                        desc=f"shard {shard_id(shard)}", follow=_follow(config, model.encode),
-                                        total=sum(len(p["turns"]) - p["turn"] + 1 for p in todo))
+                                        desc=f"shard {shard_id(shard)}", follow=_follow(config, model.encode))
             except OSError as err:
                 raise CommitError(f"shard {shard}: committing a part failed ({err}); the "
                                   f"{len(part_files(shard_dir))} committed parts in {shard_dir} are intact, and a "
                                   "rerun resumes from them") from err
-            log_event(shard_dir, attempt, "finished", committed=committed)
+            attempts.log_event(shard_dir, attempt, "finished", committed=committed)
             return engine.info.record
-
-
-def done_record(layout: Layout, shard: int) -> dict:
-    """The done file's figures, and generate/shard-NNN/failed.parquet (this shard's failed prompts, with the
-    engine's message), from the parts."""
-    con = db.connect(layout)
-    con.execute(f"CREATE VIEW shard_prompts AS SELECT * FROM read_parquet({db.quote(layout.split(shard))})")
-    db.define_views(con, "winners", "per_shard")
-    failed = layout.shard_failed(shard)
-    with committed(failed) as tmp:
-        con.execute(f"COPY ({db.sql('shard_failed')}) TO {db.quote(tmp)} (FORMAT parquet)")
-    return db.query(con, "shard_done", shard=shard)[0]
 
 
 def generate_shard(config: Config, shard: int, done_path: Path, retry_limit: int | None = None) -> dict:
     layout = Layout(config.results)
-    with shard_lock(layout.shard_dir(shard)):
+    with checkpoint.shard_lock(layout.shard_dir(shard)):
         gpu = gpu_lease.lease_for(config)  # before torch is imported: it sets CUDA_VISIBLE_DEVICES
         from shardgen.target_model import ModelInfo
 
         model = ModelInfo.from_config(config.model)
-        total, todo = _todo(layout, shard, retry_limit, model.encode)
+        total, todo = _todo(config, layout, shard, retry_limit, model.encode)
         log.info("shard %d: %d prompts, %d to %s", shard, total, len(todo),
                  "generate" if retry_limit is None else "retry")
         engine_args = _run(config, layout, shard, todo, gpu, model) if todo else None
-    record = {**done_record(layout, shard), "engine": engine_args, "gpu": gpu,
-              "attempts": read_attempts(layout.shard_dir(shard))}
+    record = {**checkpoint.done_record(layout, shard), "engine": engine_args, "gpu": gpu,
+              "attempts": attempts.read_attempts(layout.shard_dir(shard))}
     if record["generated"] + record["failed"] != record["prompts"]:
         raise RuntimeError(f"shard {shard}: {record['prompts']} prompts but {record['generated']} generated + "
                            f"{record['failed']} failed; the done file is not written")

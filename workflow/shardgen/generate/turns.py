@@ -1,86 +1,94 @@
-"""Conversations regenerated turn by turn (`multi_turn: each_turn`): where each conversation of a shard resumes,
-and the next turn's request once a turn completes. Turn t's prompt is the chat template applied to the system
-turn, user turns 1..t and the model's own answers 1..t-1 (its completion text as the assistant `content`: a
-template that strips reasoning from history, as Qwen3's does, keeps doing so); its gen_key chains the previous
-turn's key with the exact token ids that turn generated (keys.turn_key)."""
+"""Typed requests: a turn request (a conversation's first turn, its next turn once a turn completes, and the point
+where a conversation resumes) and its `Sampling`. Turn t's prompt is the chat template applied to the system turn,
+user turns 1..t and the model's own answers 1..t-1 (its completion text as the assistant `content`: a template that
+strips reasoning from history, as Qwen3's does, keeps doing so); its gen_key chains the previous turn's key with the
+exact token ids that turn generated (keys.turn_key). A plain prompt (`first` sources) is turn 1 of itself."""
 
-import glob
 import json
-from pathlib import Path
-
-import pyarrow as pa
-import pyarrow.parquet as pq
+from dataclasses import asdict, dataclass, fields, replace
 
 from shardgen.keys import turn_key
-from shardgen.generate.checkpoint import FINAL_REASONS, quarantine
-
-COLUMNS = ["gen_key", "finish_reason", "completion", "output_ids", "finished_at"]
 
 
-def committed_turns(parts_glob: str, conversation_ids: set[str]) -> dict[str, dict]:
-    """gen_key -> its winning committed row (the earliest finished one, as winners.sql picks; else a recorded
-    end) for the turns of these conversations, from every shard's parts."""
-    best: dict[str, tuple] = {}
-    if not conversation_ids:
-        return {}
-    wanted = pa.array(sorted(conversation_ids), pa.string())
-    for path in sorted(glob.glob(parts_glob)):
-        try:
-            table = pq.read_table(path, columns=COLUMNS + ["conversation_id"],
-                                  filters=[("conversation_id", "in", wanted)])
-        except (OSError, pa.ArrowException) as err:
-            quarantine(Path(path), f"{type(err).__name__}: {err}")
-            continue
-        for row_number, row in enumerate(table.to_pylist()):
-            if row["finish_reason"] not in FINAL_REASONS:
-                continue
-            rank = (row["finish_reason"] == "context_exhausted", row["finished_at"], path, row_number)
-            if row["gen_key"] not in best or rank < best[row["gen_key"]][0]:
-                best[row["gen_key"]] = (rank, row)
-    return {key: row for key, (_, row) in best.items()}
+@dataclass(frozen=True)
+class Sampling:
+    """How a request is sampled: the one place to add a sampling field. Each field is read from the prompts row's
+    column of the same name and sent to the engine under that name."""
+    max_new_tokens: int
+    temperature: float
+    top_p: float
+    top_k: int
+
+    @classmethod
+    def of(cls, row: dict) -> "Sampling":
+        return cls(**{f.name: row[f.name] for f in fields(cls)})
+
+    def as_dict(self) -> dict:
+        return asdict(self)
 
 
-def template_kwargs(prompt: dict) -> dict:
-    return json.loads(prompt["sampling_extra"] or "{}").get("chat_template_kwargs", {})
+@dataclass(frozen=True)
+class TurnRequest:
+    """One turn to generate. base_key: the gen_key of the conversation's prompts row (its turn 1); turns: the user
+    text opening each turn; history: the messages this turn's prompt_ids were rendered from."""
+    prompt_id: str
+    conversation_id: str
+    base_key: str
+    gen_key: str
+    turn: int
+    turns: tuple[str, ...]
+    history: list[dict]
+    prompt_ids: list[int]
+    sampling: Sampling
+    template_kwargs: dict
 
+    @classmethod
+    def first(cls, row: dict) -> "TurnRequest":
+        """Turn 1 of a prompts row (a `first` source's only turn)."""
+        extra = json.loads(row.get("sampling_extra") or "{}")
+        return cls(prompt_id=row["prompt_id"], conversation_id=row.get("conversation_id") or row["prompt_id"],
+                   base_key=row["gen_key"], gen_key=row["gen_key"], turn=1, turns=tuple(row.get("turns") or ()),
+                   history=list(row.get("messages") or ()), prompt_ids=list(row["prompt_ids"]),
+                   sampling=Sampling.of(row), template_kwargs=extra.get("chat_template_kwargs", {}))
 
-def first_request(row: dict) -> dict:
-    """Turn 1 of a prompts row (a `first` source's only turn): the row itself plus its turn columns."""
-    return {**row, "base_key": row["gen_key"], "turn": 1, "history": list(row["messages"]), "prompt_turn": None}
+    def next(self, completion: str, output_ids: list[int], encode) -> "TurnRequest | None":
+        """The request for the turn after this one (which produced completion/output_ids), or None at the end."""
+        turn = self.turn + 1
+        if turn > len(self.turns):
+            return None
+        history = self.history + [{"role": "assistant", "content": completion},
+                                  {"role": "user", "content": self.turns[turn - 1]}]
+        return replace(self, gen_key=turn_key(self.gen_key, output_ids), turn=turn, history=history,
+                       prompt_ids=encode(history, self.template_kwargs))
 
+    def turns_left(self) -> int:
+        """This turn and the conversation's turns after it."""
+        return max(1, len(self.turns) - self.turn + 1)
 
-def next_request(prompt: dict, completion: str, output_ids: list[int], encode) -> dict | None:
-    """The request for the turn after `prompt` (which produced completion/output_ids), or None at the end."""
-    turn = prompt["turn"] + 1
-    if turn > len(prompt["turns"]):
+    def exhausted(self, context_length: int) -> str | None:
+        """Why this turn cannot run (its prompt and max_new_tokens do not fit the context), or None. Turn 1 always
+        fits: the prompts stage rejects a prompt that does not (too_long)."""
+        need = len(self.prompt_ids) + self.sampling.max_new_tokens
+        if self.turn > 1 and need > context_length:
+            return (f"turn {self.turn}: {len(self.prompt_ids)} prompt tokens + max_new_tokens "
+                    f"{self.sampling.max_new_tokens} > context_length {context_length}")
         return None
-    history = prompt["history"] + [{"role": "assistant", "content": completion},
-                                   {"role": "user", "content": prompt["turns"][turn - 1]}]
-    ids = encode(history, template_kwargs(prompt))
-    return {**prompt, "gen_key": turn_key(prompt["gen_key"], output_ids), "turn": turn, "history": history,
-            "prompt_ids": ids, "prompt_turn": turn}
 
 
-def resume_points(rows: list[dict], done: dict[str, dict], encode) -> list[dict]:
-    """For each multi-turn conversation (prompts rows), the request of its first uncommitted turn; none for a
-    conversation that is complete or ended (context_exhausted). Committed turns are never generated again."""
+def resume_points(rows: list[dict], done: dict[str, dict], encode, context_length: int) -> list[TurnRequest]:
+    """For each multi-turn conversation (prompts rows), the request of its first turn without a committed row
+    (`done`: gen_key -> the row it counts by); none for a conversation that is complete, or that ended by
+    context_exhausted at a turn that still does not fit context_length. A conversation ended under a smaller
+    limit goes on from that turn, its committed turns kept. Committed turns are never generated again."""
     todo = []
     for row in rows:
-        request = first_request(row)
-        while request is not None and (hit := done.get(request["gen_key"])) is not None:
-            if hit["finish_reason"] == "context_exhausted":
-                request = None
+        request = TurnRequest.first(row)
+        while request is not None and (hit := done.get(request.gen_key)) is not None:
+            if not hit["generated"]:  # a recorded end
+                if request.exhausted(context_length) is not None:
+                    request = None
                 break
-            request = next_request(request, hit["completion"], hit["output_ids"], encode)
+            request = request.next(hit["completion"], hit["output_ids"], encode)
         if request is not None:
             todo.append(request)
     return todo
-
-
-def exhausted(request: dict, context_length: int) -> str | None:
-    """Why turn `request` cannot run (its prompt and max_new_tokens do not fit the context), or None."""
-    need = len(request["prompt_ids"]) + request["max_new_tokens"]
-    if request["turn"] > 1 and need > context_length:
-        return (f"turn {request['turn']}: {len(request['prompt_ids'])} prompt tokens + max_new_tokens "
-                f"{request['max_new_tokens']} > context_length {context_length}")
-    return None

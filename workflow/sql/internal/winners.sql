@@ -1,16 +1,28 @@
--- The earliest committed finished row of every gen_key (light columns only; heavy ones are joined once later),
--- the current turns (turn_winners: winners whose base_key is a current prompts row; one per generated turn), and
--- the outcome of every accepted prompt (a conversation): generated (complete, or ended by context_exhausted),
--- failed (a turn has only aborted rows: it ended there with the engine's message) or missing.
-CREATE OR REPLACE TEMP TABLE winners AS
-SELECT gen_key, filename, file_row_number
+-- "Finished" and the winner rule, defined once: every query of a committed row's outcome, in SQL and in Python
+-- (generate/checkpoint.py runs these), reads them here. A row is generated when its generation ended by itself
+-- (stop, length); ended (context_exhausted) records that its conversation stopped before that turn (nothing was
+-- generated: the turn did not fit the context); anything else (abort) is a failure. final_rows: the one row each
+-- gen_key counts by: its earliest generated row, else its earliest recorded end; winners: those that are generated
+-- (light columns only; heavy ones are joined once later). Then the current turns (turn_winners: winners whose
+-- base_key is a current prompts row; one per generated turn), and the outcome of every accepted prompt (a
+-- conversation): generated (complete, or ended by context_exhausted), failed (a turn has only aborted rows: it
+-- ended there with the engine's message) or missing.
+CREATE OR REPLACE TEMP MACRO is_generated(finish_reason) AS finish_reason IN ('stop', 'length');
+CREATE OR REPLACE TEMP MACRO is_ended(finish_reason) AS finish_reason = 'context_exhausted';
+
+CREATE OR REPLACE TEMP TABLE final_rows AS
+SELECT gen_key, filename, file_row_number, generated
 FROM (
-    SELECT gen_key, filename, file_row_number,
-           row_number() OVER (PARTITION BY gen_key ORDER BY finished_at, filename, file_row_number) AS rank
+    SELECT gen_key, filename, file_row_number, is_generated(finish_reason) AS generated,
+           row_number() OVER (PARTITION BY gen_key
+                              ORDER BY is_generated(finish_reason) DESC, finished_at, filename, file_row_number) AS rank
     FROM parts
-    WHERE finish_reason IN ('stop', 'length')
+    WHERE is_generated(finish_reason) OR is_ended(finish_reason)
 )
 WHERE rank = 1;
+
+CREATE OR REPLACE TEMP TABLE winners AS
+SELECT gen_key, filename, file_row_number FROM final_rows WHERE generated;
 
 CREATE OR REPLACE TEMP TABLE turn_winners AS
 SELECT r.base_key, r.turn, w.gen_key, w.filename, w.file_row_number
@@ -21,8 +33,9 @@ CREATE OR REPLACE TEMP TABLE outcomes AS
 WITH done AS (
     SELECT base_key, count(*) AS generated_turns FROM turn_winners GROUP BY base_key
 ), exhausted AS (
+    -- an end superseded by a generated row (the context grew and the conversation went on) is no end
     SELECT base_key, min(turn) AS turn, max(error) AS error FROM parts
-    WHERE finish_reason = 'context_exhausted' GROUP BY base_key
+    WHERE is_ended(finish_reason) AND gen_key NOT IN (SELECT gen_key FROM winners) GROUP BY base_key
 ), aborted AS (
     SELECT base_key, min(turn) AS turn, max(error) AS error FROM parts
     WHERE finish_reason = 'abort' AND gen_key NOT IN (SELECT gen_key FROM winners) GROUP BY base_key

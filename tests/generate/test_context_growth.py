@@ -1,0 +1,72 @@
+"""A conversation ended by context_exhausted: status shows how far it really got, and it goes on, from its last
+committed turn, when model.context_length grows."""
+
+import logging
+
+import pytest
+
+from shardgen import db
+from shardgen.generate.shard import generate_shard
+from shardgen.layout import Layout
+from shardgen.prompts.split import split
+from shardgen.prompts.stage import build_prompts
+from shardgen.report.status import status
+from shardgen.target_model import ModelInfo
+
+from helpers import part_rows
+
+
+def _text(model: ModelInfo, tokens: int, word: str) -> str:
+    text = " ".join(f"{word}{i} about rivers" for i in range(tokens))
+    while len(model.encode([{"role": "user", "content": text}], {})) > tokens:
+        text = text[: int(len(text) * 0.9)]
+    return text
+
+
+@pytest.fixture
+def cut(make_config, write_jsonl):
+    """One four-turn conversation generated under context_length 512: turns 1 and 2 fit, turn 3 (~500 prompt
+    tokens + 24 new) does not. Returns the layout and a config for a given context_length."""
+    model = ModelInfo.from_config(make_config([{"name": "x", "path": write_jsonl("x.jsonl", []),
+                                                "format": "prompt"}]).model)
+    turns = [_text(model, 150, w) for w in ("alpha", "beta", "gamma")] + ["Done?"]
+    conversation = [m for t in turns for m in ({"from": "human", "value": t}, {"from": "gpt", "value": "ok"})]
+    path = write_jsonl("chat.jsonl", [{"conversations": conversation}])
+
+    def config(context_length):
+        return make_config([{"name": "chat", "path": path, "format": "sharegpt", "multi_turn": "each_turn"}],
+                           model={"context_length": context_length}, shards=1)
+
+    small = config(512)
+    layout = Layout(small.results)
+    build_prompts(small, layout.prompts_dir)
+    split(layout.prompts, layout.split_dir, 1)
+    generate_shard(small, 0, layout.done(0))
+    assert [r["turn"] for r in part_rows(layout) if r["finish_reason"] == "context_exhausted"] == [3]
+    return layout, config
+
+
+def test_status_shows_the_last_generated_turn_of_a_conversation_cut_by_context(cut):
+    layout, _ = cut
+    (row,) = status(layout)
+    assert (row["done"], row["max_turn"], row["turns"]) == (True, 2, 2)  # turn 3 never ran
+
+
+def test_a_larger_context_continues_conversations_it_ended(cut, caplog):
+    layout, config = cut
+    first = {p: p.read_bytes() for p in layout.shard_dir(0).glob("part-*.parquet")}
+    (ended,) = [r for r in part_rows(layout) if r["finish_reason"] == "context_exhausted"]
+    caplog.set_level(logging.INFO, logger="shardgen")
+    generate_shard(config(1024), 0, layout.done(0))
+    assert "1 conversation(s) ended by context_exhausted go on" in caplog.text  # said at the rerun
+    assert {p: p.read_bytes() for p in first} == first  # committed parts untouched
+    rows = part_rows(layout)
+    generated = sorted(r["turn"] for r in rows if r["finish_reason"] in ("stop", "length"))
+    assert generated == [1, 2, 3, 4]  # turns 1 and 2 kept, 3 and 4 generated now
+    turn3 = next(r for r in rows if r["turn"] == 3 and r["finish_reason"] != "context_exhausted")
+    assert turn3["gen_key"] == ended["gen_key"]  # the same turn: its history is the committed turns'
+    con = db.connect(layout)
+    db.define_views(con, "winners")
+    assert con.execute("SELECT end_reason, generated_turns FROM outcomes").fetchall() == [("complete", 4)]
+    (row,) = status(layout)
+    assert (row["max_turn"], row["turns"]) == (4, 4)
