@@ -163,9 +163,10 @@ def _connect(layout: Layout, prompts: str | None, skip: set[str] = frozenset()) 
     return con
 
 
-def open_parts(layout: Layout, prompts: str | None = None, *, move_unreadable: bool) -> tuple[duckdb.DuckDBPyConnection,
-                                                                                        dict[str, str]]:
-    """(connection, unreadable parts). generate moves unreadable parts to quarantine (their rows are generated
+def open_parts(layout: Layout, prompts: str | None = None, *,
+               move_unreadable: bool) -> tuple[duckdb.DuckDBPyConnection, dict[str, str]]:
+    """(connection with the winners script run, unreadable parts); `prompts` (SQL) replaces the prompt set, as
+    _connect says. generate moves unreadable parts to quarantine (their rows are generated
     again); status, which only reads, leaves them and names them."""
     try:
         return _connect(layout, prompts), {}
