@@ -50,7 +50,7 @@ def test_part_numbers_continue_and_outcomes_per_gen_key(tmp_path):
 
 
 def test_a_damaged_part_is_named_by_status_and_quarantined_by_generate(tmp_path):
-    from shardgen.generate.checkpoint import progress
+    from shardgen.generate.progress import run_progress
 
     layout = Layout(tmp_path)
     layout.split_dir.mkdir(parents=True)
@@ -58,7 +58,7 @@ def test_a_damaged_part_is_named_by_status_and_quarantined_by_generate(tmp_path)
     writer = PartWriter(layout.shard_dir(0))
     first, second = writer.commit([part_row(0)]), writer.commit([part_row(1)])
     first.write_bytes(first.read_bytes()[:100])  # truncated: footer gone; the first file DuckDB would bind to
-    state = progress(layout).shards[0]
+    state = run_progress(layout).shards[0]
     assert state.lost == [f"{first.name} unreadable"] and first.exists()  # status only reads
     assert [c.attempt for c in state.commits] == [1] and state.stale_rows == 1
     assert outcomes(layout).generated == {"g1"}

@@ -13,7 +13,8 @@ import pytest
 from shardgen.report import eta
 from shardgen.generate.attempts import read_attempts
 from shardgen.layout import Layout
-from shardgen.generate.checkpoint import Commit, ShardProgress, part_files
+from shardgen.generate.checkpoint import part_files
+from shardgen.generate.progress import Commit, ShardProgress
 from shardgen.prompts.stage import build_prompts
 from shardgen.prompts.split import split
 from shardgen.report.status import status

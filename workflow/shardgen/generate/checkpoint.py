@@ -1,8 +1,9 @@
 """A shard's checkpoint, with one owner (as datatrove's CheckpointManager): the writer's lock, the part row and
 the part writer, the parts index (written and read here only), quarantine, and what the parts hold: each gen_key's
-outcome, the row each turn resumes from, each shard's progress against the current prompt set, and the done
-record. "Finished" and the winner rule are defined once, in workflow/sql/internal/winners.sql (is_generated,
-is_ended, final_rows, winners); everything here asks those queries, never a copy of its own."""
+outcome, the row each turn resumes from and the done record (each shard's progress against the current prompt
+set, for status and its ETA, is generate/progress.py, over the same queries). "Finished" and the winner rule are
+defined once, in workflow/sql/internal/winners.sql (is_generated, is_ended, final_rows, winners); everything here
+asks those queries, never a copy of its own."""
 
 import glob
 import hashlib
@@ -156,15 +157,16 @@ def _connect(layout: Layout, prompts: str | None, skip: set[str] = frozenset()) 
                         "filename = true, file_row_number = true)")
         else:  # "" names no file: the contract's empty table
             db.parquet_view(con, "parts", "", tables.PART, filename="true", file_row_number="true")
-        con.register("_prompts_contract", tables.PROMPTS.empty_table())
+        con.register("_prompts_contract", tables.PROMPTS.empty_table())  # for prompts SQL that fills missing columns
         con.execute(f"CREATE VIEW prompts AS {prompts}")
     db.define_views(con, "winners")
     return con
 
 
-def _open(layout: Layout, prompts: str | None = None, *, move_unreadable: bool) -> tuple[duckdb.DuckDBPyConnection,
-                                                                                        dict[str, str]]:
-    """(connection, unreadable parts). generate moves unreadable parts to quarantine (their rows are generated
+def open_parts(layout: Layout, prompts: str | None = None, *,
+               move_unreadable: bool) -> tuple[duckdb.DuckDBPyConnection, dict[str, str]]:
+    """(connection with the winners script run, unreadable parts); `prompts` (SQL) replaces the prompt set, as
+    _connect says. generate moves unreadable parts to quarantine (their rows are generated
     again); status, which only reads, leaves them and names them."""
     try:
         return _connect(layout, prompts), {}
@@ -189,7 +191,7 @@ class Outcomes:
 
 def outcomes(layout: Layout) -> Outcomes:
     """Each committed gen_key's outcome, from every shard's parts (a damaged part is quarantined)."""
-    con, _ = _open(layout, move_unreadable=True)
+    con, _ = open_parts(layout, move_unreadable=True)
     found = Outcomes()
     for key, outcome, aborts in con.execute(db.sql("key_outcomes")).fetchall():
         if outcome == "generated":
@@ -206,7 +208,7 @@ def committed_turns(layout: Layout, conversation_ids: set[str]) -> dict[str, dic
     with `generated` (False: a recorded end), completion and output_ids: where each conversation resumes."""
     if not conversation_ids:
         return {}
-    con, _ = _open(layout, move_unreadable=True)
+    con, _ = open_parts(layout, move_unreadable=True)
     rows = db.query(con, "committed_turns", conversations=sorted(conversation_ids))
     return {row["gen_key"]: row for row in rows}
 
@@ -214,7 +216,7 @@ def committed_turns(layout: Layout, conversation_ids: set[str]) -> dict[str, dic
 def done_record(layout: Layout, shard: int) -> dict:
     """The done file's figures, and generate/shard-NNN/failed.parquet (this shard's failed prompts, with the
     engine's message), from the parts."""
-    con, _ = _open(layout, move_unreadable=True)
+    con, _ = open_parts(layout, move_unreadable=True)
     con.execute(f"CREATE VIEW shard_prompts AS SELECT * FROM read_parquet({db.quote(layout.split(shard))})")
     db.define_views(con, "per_shard")
     failed = layout.shard_failed(shard)
@@ -227,99 +229,3 @@ def recorded_failures(layout: Layout, shard: int) -> int | None:
     """The failed prompts the shard's done record counts, or None without one (not generated, or reset)."""
     done = layout.done(shard)
     return json.loads(done.read_text())["failed"] if done.exists() else None
-
-
-@dataclass(frozen=True)
-class Commit:
-    """A committed part as the ETA times it: its attempt, when it was committed, and its rows and output tokens
-    of the current prompt set."""
-    attempt: int
-    at: float
-    rows: int
-    output_tokens: int
-
-
-@dataclass
-class ShardProgress:
-    """One shard's parts against the current prompt set (its split file's conversations). committed: its turns
-    with a committed row (generated, ended or aborted); conversations: those begun; turns, max_turn and
-    output_tokens: its generated turns; budget_spent: the max_new_tokens of its committed turns; commits: the
-    parts in its folder, oldest first; stale_rows: rows in its folder made for other prompts (another model,
-    template or sampling, or prompts no longer configured); lost: parts listed in its index but gone, or
-    unreadable."""
-    committed: int = 0
-    conversations: int = 0
-    turns: int = 0
-    max_turn: int = 0
-    output_tokens: int = 0
-    budget_spent: int = 0
-    commits: list[Commit] = field(default_factory=list)
-    stale_rows: int = 0
-    lost: list[str] = field(default_factory=list)
-
-
-def _split_prompts(layout: Layout) -> str:
-    """The current prompt set as the split files hold it, each row with its shard (split_shard); a column a split
-    file lacks (one written by an older version) reads as null."""
-    files = ", ".join(db.quote(layout.split(s)) for s in layout.split_shards())
-    return ("SELECT *, CAST(regexp_extract(filename, 'shard-(\\d+)\\.parquet$', 1) AS INTEGER) AS split_shard FROM "
-            "(SELECT * FROM _prompts_contract UNION ALL BY NAME "
-            f"SELECT * FROM read_parquet([{files}], filename = true))")
-
-
-@dataclass
-class RunProgress:
-    shards: dict[int, ShardProgress]
-    stale_rows: int  # in every shard folder, those of shards the split no longer has included
-
-
-def _snapshot(layout: Layout) -> tuple:
-    """What progress() reads, by name, size and modification time: equal snapshots give equal progress."""
-    paths = [*glob.glob(layout.parts_glob), *map(str, layout.split_dir.glob("shard-*.parquet")),
-             *glob.glob(str(parts_index_path(layout.shard_dir("*"))))]
-    stats = []
-    for path in sorted(paths):
-        try:
-            st = os.stat(path)
-        except FileNotFoundError:  # moved away meanwhile (quarantine, reset): the next snapshot differs anyway
-            continue
-        stats.append((path, st.st_size, st.st_mtime_ns))
-    return tuple(stats)
-
-
-_last_progress: list = [None, None]  # (layout and snapshot, progress): `status` then its ETA read the parts once
-
-
-def progress(layout: Layout) -> RunProgress:
-    """Every split shard's progress, counting only rows of the current prompt set (merge's rule: a row belongs to
-    it when its conversation's key, base_key, is a current split row's gen_key), and the stale rows on disk."""
-    key = (layout, _snapshot(layout))
-    if _last_progress[0] != key:
-        _last_progress[:] = key, _read_progress(layout)
-    return _last_progress[1]
-
-
-def _read_progress(layout: Layout) -> RunProgress:
-    shards = {s: ShardProgress() for s in layout.split_shards()}
-    if not shards:
-        return RunProgress(shards, 0)
-    con, unreadable = _open(layout, _split_prompts(layout), move_unreadable=False)
-    for row in db.query(con, "shard_progress"):
-        for key in ("committed", "conversations", "turns", "max_turn", "output_tokens", "budget_spent"):
-            setattr(shards[row["shard"]], key, int(row[key]))
-    parts = {row["filename"]: row for row in db.query(con, "part_progress")}
-    for shard, state in shards.items():
-        folder = layout.shard_dir(shard)
-        index = read_index(folder)
-        for path in part_files(folder):
-            row = parts.get(str(path))
-            if row is None:
-                if str(path) in unreadable:
-                    state.lost.append(f"{path.name} unreadable")
-                continue
-            state.commits.append(Commit(row["attempt"], path.stat().st_mtime, row["rows"], int(row["output_tokens"])))
-            state.stale_rows += row["stale_rows"]
-        state.lost += [f"{name} missing ({entry['rows']} rows)" for name, entry in index.items()
-                       if not (folder / name).exists()]
-        state.commits.sort(key=lambda c: c.at)
-    return RunProgress(shards, sum(int(row["stale_rows"]) for row in parts.values()))

@@ -5,7 +5,7 @@ start-up, warm-up and the fill (the first completions arrive a whole request lat
 left out, a change of speed is followed, and the measurement ends at a commit (between commits nothing looks
 slower). ETA = newest commit + remaining tokens / rate. remaining = the output budget left (the max_new_tokens of
 every turn not yet committed: the split's total less the committed turns') x the share of their budget the
-committed turns used; only turns of the current prompt set count (checkpoint.progress: stale rows never do). Early
+committed turns used; only turns of the current prompt set count (generate.progress: stale rows never do). Early
 commits are no sample of the shard (the short answers finish first, the long ones last), but every prompt's limit
 is known from the start. Without a budget (a split from an older version): turns left x the mean committed output
 length. Until the longest requests complete (one longest request's latency after the start: seconds to minutes,
@@ -20,8 +20,7 @@ passed; tokens committed by earlier attempts count as done."""
 from datetime import datetime
 
 from shardgen.generate import attempts as attempt_log
-from shardgen.generate import checkpoint
-from shardgen.generate.checkpoint import Commit, ShardProgress
+from shardgen.generate.progress import Commit, ShardProgress, run_progress
 from shardgen.prompts.split import output_budget
 
 def _rate(attempt: dict, commits: list[Commit]) -> tuple[float, float, float] | None:
@@ -86,10 +85,10 @@ def annotate(layout, rows: list[dict], now: float | None = None) -> dict:
     import time
 
     now = time.time() if now is None else now
-    run_progress = checkpoint.progress(layout)
+    state = run_progress(layout)
     shards = []
     for row in rows:
-        shard = shard_eta(run_progress.shards[row["shard"]], attempt_log.read_attempts(layout.shard_dir(row["shard"])),
+        shard = shard_eta(state.shards[row["shard"]], attempt_log.read_attempts(layout.shard_dir(row["shard"])),
                           row.get("turns_expected", row["prompts"]), now, output_budget(layout.split(row["shard"])))
         if row["done"]:
             shard.update(remaining_tokens=0, eta_s=0, tok_per_s=0.0)
@@ -102,7 +101,7 @@ def annotate(layout, rows: list[dict], now: float | None = None) -> dict:
     run["down"] = [f"shard {r['shard']} ({r['state'][5:]}, silent {r['silent_s']} s)" for r in rows
                    if r["state"].startswith("down:")]
     run["interrupted"] = [f"shard {r['shard']}" for r in rows if r["state"] == attempt_log.INTERRUPTED]
-    run["stale_rows"] = run_progress.stale_rows
+    run["stale_rows"] = state.stale_rows
     return run
 
 

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from shardgen.generate import attempts, checkpoint
+from shardgen.generate import attempts
+from shardgen.generate.progress import ShardProgress, run_progress
 from shardgen.layout import Layout, telemetry_files
 from shardgen.prompts.split import expected_turns
 
@@ -29,6 +30,7 @@ def _live(shard_dir: Path, now: datetime, since: datetime) -> dict:
     newest = max(telemetry_files(shard_dir), default=None)
     if newest is None:
         return {}
+    since = since.replace(microsecond=since.microsecond // 1000 * 1000)  # telemetry times are to the millisecond
     rows = [r for r in pq.read_table(newest, columns=["ts", "kind", "running", "gen_throughput"]).to_pylist()
             if r["kind"] == "decode" and r["ts"] >= since]
     if not rows or (now - rows[-1]["ts"]).total_seconds() > LIVE_SECONDS:
@@ -36,7 +38,7 @@ def _live(shard_dir: Path, now: datetime, since: datetime) -> dict:
     return {"out_tok_per_s": round(sum(r["gen_throughput"] for r in rows) / len(rows)), "running": rows[-1]["running"]}
 
 
-def shard_status(layout: Layout, shard: int, progress: checkpoint.ShardProgress, now: datetime) -> dict:
+def shard_status(layout: Layout, shard: int, progress: ShardProgress, now: datetime) -> dict:
     turns = expected_turns(layout.split(shard))  # what parts count: one row per turn
     done = layout.done(shard).exists()
     row = {"shard": shard, "prompts": pq.read_metadata(layout.split(shard)).num_rows, "turns_expected": turns,
@@ -63,7 +65,7 @@ def shard_status(layout: Layout, shard: int, progress: checkpoint.ShardProgress,
 
 def status(layout: Layout) -> list[dict]:
     now = datetime.now(timezone.utc)
-    run = checkpoint.progress(layout)
+    run = run_progress(layout)
     rows = [shard_status(layout, s, run.shards[s], now) for s in layout.split_shards()]
     if all(row["max_turn"] <= 1 for row in rows):  # first turns only: conversations and turns repeat `committed`
         for row in rows:

@@ -1,0 +1,107 @@
+"""Each shard's progress against the current prompt set, as `shardgen status` and its ETA read it: through the
+checkpoint's connection and the winners script (checkpoint.open_parts), over the split files' conversations; rows
+made for other prompts are stale and counted apart."""
+
+import glob
+import os
+from dataclasses import dataclass, field
+
+from shardgen import db
+from shardgen.generate import checkpoint
+from shardgen.layout import Layout, part_files, parts_index_path
+
+
+@dataclass(frozen=True)
+class Commit:
+    """A committed part as the ETA times it: its attempt, when it was committed, and its rows and output tokens
+    of the current prompt set."""
+    attempt: int
+    at: float
+    rows: int
+    output_tokens: int
+
+
+@dataclass
+class ShardProgress:
+    """One shard's parts against the current prompt set (its split file's conversations). committed: its turns
+    with a committed row (generated, ended or aborted); conversations: those begun; turns, max_turn and
+    output_tokens: its generated turns; budget_spent: the max_new_tokens of its committed turns; commits: the
+    parts in its folder, oldest first; stale_rows: rows in its folder made for other prompts (another model,
+    template or sampling, or prompts no longer configured); lost: parts listed in its index but gone, or
+    unreadable."""
+    committed: int = 0
+    conversations: int = 0
+    turns: int = 0
+    max_turn: int = 0
+    output_tokens: int = 0
+    budget_spent: int = 0
+    commits: list[Commit] = field(default_factory=list)
+    stale_rows: int = 0
+    lost: list[str] = field(default_factory=list)
+
+
+def _split_prompts(layout: Layout) -> str:
+    """The current prompt set as the split files hold it, each row with its shard (split_shard); a column a split
+    file lacks (one written by an older version) reads as null."""
+    files = ", ".join(db.quote(layout.split(s)) for s in layout.split_shards())
+    return ("SELECT *, CAST(regexp_extract(filename, 'shard-(\\d+)\\.parquet$', 1) AS INTEGER) AS split_shard FROM "
+            "(SELECT * FROM _prompts_contract UNION ALL BY NAME "
+            f"SELECT * FROM read_parquet([{files}], filename = true))")
+
+
+@dataclass
+class RunProgress:
+    shards: dict[int, ShardProgress]
+    stale_rows: int  # in every shard folder, those of shards the split no longer has included
+
+
+def _snapshot(layout: Layout) -> tuple:
+    """What run_progress() reads, by name, size and modification time: equal snapshots give equal progress."""
+    paths = [*glob.glob(layout.parts_glob), *map(str, layout.split_dir.glob("shard-*.parquet")),
+             *glob.glob(str(parts_index_path(layout.shard_dir("*"))))]
+    stats = []
+    for path in sorted(paths):
+        try:
+            st = os.stat(path)
+        except FileNotFoundError:  # moved away meanwhile (quarantine, reset): the next snapshot differs anyway
+            continue
+        stats.append((path, st.st_size, st.st_mtime_ns))
+    return tuple(stats)
+
+
+_last_progress: list = [None, None]  # (layout and snapshot, progress): `status` then its ETA read the parts once
+
+
+def run_progress(layout: Layout) -> RunProgress:
+    """Every split shard's progress, counting only rows of the current prompt set (merge's rule: a row belongs to
+    it when its conversation's key, base_key, is a current split row's gen_key), and the stale rows on disk."""
+    key = (layout, _snapshot(layout))
+    if _last_progress[0] != key:
+        _last_progress[:] = key, _read_progress(layout)
+    return _last_progress[1]
+
+
+def _read_progress(layout: Layout) -> RunProgress:
+    shards = {s: ShardProgress() for s in layout.split_shards()}
+    if not shards:
+        return RunProgress(shards, 0)
+    con, unreadable = checkpoint.open_parts(layout, _split_prompts(layout), move_unreadable=False)
+    for row in db.query(con, "shard_progress"):
+        for key in ("committed", "conversations", "turns", "max_turn", "output_tokens", "budget_spent"):
+            setattr(shards[row["shard"]], key, int(row[key]))
+    parts = {row["filename"]: row for row in db.query(con, "part_progress")}
+    for shard, state in shards.items():
+        folder = layout.shard_dir(shard)
+        index = checkpoint.read_index(folder)
+        for path in part_files(folder):
+            row = parts.get(str(path))
+            if row is None:
+                if str(path) in unreadable:
+                    state.lost.append(f"{path.name} unreadable")
+                continue
+            state.commits.append(Commit(row["attempt"], path.stat().st_mtime, row["rows"], int(row["output_tokens"])))
+            state.stale_rows += row["stale_rows"]
+        state.lost += [f"{name} missing ({entry['rows']} rows)" for name, entry in index.items()
+                       if not (folder / name).exists()]
+        state.commits.sort(key=lambda c: c.at)
+    return RunProgress(shards, sum(int(row["stale_rows"]) for row in parts.values()))
