@@ -15,7 +15,7 @@ from pathlib import Path
 
 from shardgen import ShardgenError
 from shardgen.atomic import write_text
-from shardgen.config import DEFAULT_CONFIG, Config, ConfigError, complete_config, config_path, results_dir_of
+from shardgen.config import Config, ConfigError, complete_config, config_path, results_dir_of
 from shardgen.layout import Layout, shard_id
 
 
@@ -128,18 +128,10 @@ def cmd_query(args):
 
 
 def cmd_diagnose(args):
-    from shardgen.report.diagnose import render, report
+    from shardgen.report.diagnose import render, run
 
-    layout = Layout(_results_dir(args))
-    paths = [Path(p) for p in args.paths] or layout.shards_with_telemetry()
-    if not paths:
-        raise ConfigError(f"nothing to diagnose: no shard in {layout.generate_dir} has SGLang telemetry (the CPU "
-                          "engine writes none); give SGLang log files or shard folders, e.g. `shardgen diagnose "
-                          "tests/data/sglang-logs/nh8b-no_buffer-default.log`")
-    config = _config_if_complete(args)
-    model = args.model or (config.model.path if config else None)
-    peaks, fallback_gpu = (config.hardware.peaks, config.hardware.gpu) if config else ({}, None)
-    result = report(paths, Path(model) if model else None, args.gpu, peaks, fallback_gpu)
+    result = run([Path(p) for p in args.paths], Layout(_results_dir(args)), _config_if_complete(args), args.model,
+                 args.gpu)
     print(json.dumps(result, indent=1) if args.json else render(result))
 
 
@@ -186,17 +178,12 @@ def cmd_forecast(args):
 
 
 def cmd_reset(args):
-    from shardgen.generate.reset import reset_shard
+    from shardgen.generate.reset import rerun_hint, reset_shard
 
     layout = Layout(_results_dir(args))
     moved = reset_shard(layout, args.shard)
     print(f"shard {args.shard}: parts moved to {moved}" if moved else f"shard {args.shard}: no parts to move")
-    # The rerun must see the same config as the run, or its targets (the results folder, the shards) differ;
-    # --results alone names a folder, not the config that wrote it.
-    path = config_path(args.config)
-    known = path and not (args.results and path == DEFAULT_CONFIG)
-    configfile = f"--configfile {path}" if known else "--configfile <the run's config file>"
-    print(f"now run: snakemake {configfile} -R {layout.done(args.shard)}")
+    print(rerun_hint(layout, args.shard, config_path(args.config), given_results=bool(args.results)))
 
 
 def _int_list(text: str) -> list[int]:

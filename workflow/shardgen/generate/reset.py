@@ -5,6 +5,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from shardgen import ShardgenError
+from shardgen.config import DEFAULT_CONFIG
 from shardgen.layout import Layout
 
 
@@ -21,3 +22,11 @@ def reset_shard(layout: Layout, shard: int) -> Path | None:
     target.parent.mkdir(parents=True, exist_ok=True)
     shutil.move(shard_dir, target)
     return target
+
+
+def rerun_hint(layout: Layout, shard: int, config: Path | None, given_results: bool) -> str:
+    """The snakemake command that reruns the shard. It must name the run's config, or its targets (the results
+    folder, the shards) differ; --results alone names a folder, not the config that wrote it."""
+    known = config and not (given_results and config == DEFAULT_CONFIG)
+    configfile = f"--configfile {config}" if known else "--configfile <the run's config file>"
+    return f"now run: snakemake {configfile} -R {layout.done(shard)}"
