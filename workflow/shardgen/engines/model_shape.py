@@ -3,7 +3,9 @@ token takes. What an engine's memory pools hold (sglang_running_cap) and what a 
 are both built on it. Nemotron-H layer patterns (M mamba2, * attention, - MLP, E MoE); a config without a pattern
 is read as a plain decoder (every layer attention + gated MLP). Norms and biases are left out (under 0.1%)."""
 
+import json
 from dataclasses import dataclass
+from pathlib import Path
 
 from shardgen import ShardgenError
 from shardgen.engines import RunSettings
@@ -20,6 +22,13 @@ class ModelConfigError(ShardgenError, ValueError):
 @dataclass(frozen=True)
 class ModelShape:
     cfg: dict
+
+    @classmethod
+    def from_dir(cls, folder: Path):
+        path = Path(folder) / "config.json"
+        if not path.is_file():
+            raise ModelConfigError(f"{folder}: no config.json, so no model shape (give --model MODEL_DIR)")
+        return cls(json.loads(path.read_text()))
 
     def get(self, *names, default=None):
         return next((self.cfg[n] for n in names if self.cfg.get(n) is not None), default)

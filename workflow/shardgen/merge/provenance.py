@@ -23,10 +23,10 @@ def engine_numerics(engine: dict | None, model_dir: Path) -> dict:
     if engine.get("backend") != "sglang":
         return {"backend": engine.get("backend"), "dtype": engine.get("dtype", "the model's")}
     from shardgen.engines import info_from_record
-    from shardgen.report.roofline import Model
+    from shardgen.engines.model_shape import ModelShape
 
     info = info_from_record(engine)
-    return {"backend": info.backend, "version": info.version, **Model.from_dir(model_dir).dtypes(info.settings),
+    return {"backend": info.backend, "version": info.version, **ModelShape.from_dir(model_dir).dtypes(info.settings),
             "attention_backend": info.settings.attention_backend, "gpu_name": info.gpu_name}
 
 

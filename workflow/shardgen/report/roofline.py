@@ -3,21 +3,11 @@ the context and the SSM update) and bytes moved (the weights once per step, the 
 the Mamba conv and SSM state read and written by Mamba layers). Norms, biases and the embedding lookup are left
 out (under 0.1% of either). The layers, weights and state sizes are the model's shape (engines/model_shape.py)."""
 
-import json
-from pathlib import Path
-
-from shardgen.engines.model_shape import ModelConfigError, ModelShape
+from shardgen.engines.model_shape import ModelShape
 
 
 class Model(ModelShape):
     """A model's shape (engines/model_shape.py) and the cost of one decode step."""
-
-    @classmethod
-    def from_dir(cls, folder: Path) -> "Model":
-        path = Path(folder) / "config.json"
-        if not path.is_file():
-            raise ModelConfigError(f"{folder}: no config.json, so no roofline (give --model MODEL_DIR)")
-        return cls(json.loads(path.read_text()))
 
     def flops_per_token(self, context: float) -> float:
         head_dim = self.get("head_dim", default=self.get("hidden_size") // self.get("num_attention_heads"))
