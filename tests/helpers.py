@@ -66,6 +66,7 @@ def committed(layout) -> dict[Path, bytes]:
     return {p: p.read_bytes() for p in layout.shard_dir(0).glob("part-*.parquet")}
 
 
+# conversation id -> (system prompt or None, [(user, regenerated answer, original answer), ...])
 CONVERSATIONS = {
     "c5": ("Answer in one sentence.", [(f"Question number {i}?", f"Regenerated answer {i}.", f"original {i}")
                                        for i in range(1, 6)]),

@@ -1,6 +1,5 @@
 """engine.cache_dir: every compiled-kernel cache variable reaches the engine's scheduler process (fake sglang)."""
 
-import sys
 from pathlib import Path
 
 import pytest

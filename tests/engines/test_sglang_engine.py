@@ -1,9 +1,6 @@
 """The real SGLang adapter against tests/fake_sglang (no GPU: nothing here claims one ran)."""
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import duckdb

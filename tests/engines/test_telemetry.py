@@ -1,7 +1,6 @@
 """The scheduler log parser against real SGLang 0.5.13.post1 logs from an H200 (tests/data/sglang-logs)."""
 
 from datetime import datetime, timezone
-from pathlib import Path
 
 import pytest
 

@@ -1,14 +1,8 @@
-import glob
 import json
 
 import pyarrow.parquet as pq
 
-from shardgen.config import Config
-from shardgen.generate.shard import generate_shard
-from shardgen.layout import Layout
 from shardgen.merge.dataset import merge
-from shardgen.prompts.stage import build_prompts
-from shardgen.prompts.split import split
 
 from helpers import stage, part_rows
 

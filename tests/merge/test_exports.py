@@ -15,9 +15,6 @@ from shardgen.merge.exports import EXPORTS, write_exports
 from shardgen.layout import Layout
 
 from helpers import CONVERSATIONS, TURN_COLUMNS, render, end_of_turn, dataset_rows, load
-from merge_runs import SCRIPT, scripted_run
-
-# conversation id -> (system prompt or None, [(user, regenerated answer, original answer), ...])
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from shardgen.merge.dataset import AccountingError, merge
+from shardgen.merge.dataset import AccountingError
 from shardgen.report.summary import report
 
 from helpers import stage

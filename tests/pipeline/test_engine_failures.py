@@ -14,7 +14,6 @@ from shardgen.prompts.split import split
 
 from helpers import run_generate
 
-from helpers import FAKE
 
 
 @pytest.fixture

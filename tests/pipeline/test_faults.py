@@ -6,8 +6,6 @@ import os
 import random
 import re
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 

@@ -106,7 +106,6 @@ def test_each_turn_regenerates_on_its_own_answers_and_accounts_every_turn(multi)
     assert all(len(s) == 1 for s in shards.values()), "a conversation spans two shards"
     ended = [r for r in parts if r["finish_reason"] == "context_exhausted"]
     assert len(ended) == 1 and ended[0]["turn"] == 3 and "context_length 2048" in ended[0]["error"]
-    import duckdb  # noqa: F401
     from shardgen import db
 
     con = db.connect(layout)
