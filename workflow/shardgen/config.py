@@ -12,6 +12,7 @@ from shardgen.atomic import write_text
 from shardgen.config_schema import ConfigError, validate
 from shardgen.config_sections import (CheckpointConfig, EngineConfig, ExportsConfig, HardwareConfig, ModelConfig,
                                       PromptsConfig, SamplingDefaults, SourceConfig, build)
+from shardgen.layout import Layout
 
 __all__ = ["CONFIG_ENV", "DEFAULT_CONFIG", "Config", "ConfigError", "complete_config", "config_path", "read_file",
            "results_dir_of"]
@@ -115,7 +116,7 @@ class Config:
         """Write the resolved config for the CLI steps, named by its content: a run's jobs keep reading their own
         even when another snakemake call (a dry run, another config) writes its own meanwhile."""
         text = json.dumps(self.raw, indent=1, sort_keys=True)
-        path = self.results / ".shardgen" / f"config-{hashlib.sha256(text.encode()).hexdigest()[:16]}.json"
+        path = Layout(self.results).resolved_config(hashlib.sha256(text.encode()).hexdigest()[:16])
         if not path.exists():
             write_text(text, path)
         return path

@@ -201,6 +201,15 @@ class Layout:
         return self.root / "tune"
 
     @property
+    def merge_spill(self) -> Path:
+        """DuckDB's temporary files while merge sorts and copies (removed after)."""
+        return self.dataset_dir / ".merge-spill"
+
+    def resolved_config(self, digest: str) -> Path:
+        """The resolved config the workflow hands its steps, named by its content."""
+        return self.root / ".shardgen" / f"config-{digest}.json"
+
+    @property
     def demo_model_dir(self) -> Path:
         return self.root / "demo-model"
 
@@ -209,3 +218,43 @@ class Layout:
 
     def benchmark(self, step: str, shard: int | str | None = None) -> Path:
         return self.root / "benchmarks" / (f"{step}.tsv" if shard is None else f"{step}/shard-{shard_id(shard)}.tsv")
+
+
+@dataclass(frozen=True)
+class TuneLayout:
+    """A tune folder (Layout.tune_dir, or the one `shardgen tune --out` names): its plan, sample and ranking, and one
+    folder per measured setting."""
+    root: Path
+
+    @property
+    def plan(self) -> Path:
+        return self.root / "plan.json"
+
+    @property
+    def sample(self) -> Path:
+        return self.root / "sample.parquet"
+
+    @property
+    def summary(self) -> Path:
+        return self.root / "tune.json"
+
+    @property
+    def ranking(self) -> Path:
+        return self.root / "ranking.md"
+
+    @property
+    def best(self) -> Path:
+        """The winner as a config fragment."""
+        return self.root / "best.yaml"
+
+    def setting_dir(self, name: str) -> Path:
+        return self.root / name
+
+    def result(self, name: str) -> Path:
+        return self.setting_dir(name) / "result.json"
+
+    def engine_log(self, name: str) -> Path:
+        return self.setting_dir(name) / "engine.log"
+
+    def parts_dir(self, name: str) -> Path:
+        return self.setting_dir(name) / "parts"

@@ -40,7 +40,7 @@ def merge(layout: Layout, dataset: Path, train: Path, failed: Path, memory_limit
           rules: ExportRules | None = None) -> dict:
     """Within memory_limit whatever the number of rows: DuckDB spills its joins and sorts to a temp folder. rules:
     the config's reasoning tags and on_length rule (default: the schema's)."""
-    spill = Path(dataset).parent / ".merge-spill"
+    spill = layout.merge_spill
     spill.parent.mkdir(parents=True, exist_ok=True)
     try:
         return _merge(layout, dataset, train, failed, memory_limit, spill, rules or ExportRules.defaults())

@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 from shardgen import db, tables
 
 from shardgen.generate import gpu_lease
-from shardgen.layout import parts_glob, telemetry_glob
+from shardgen.layout import TuneLayout, parts_glob, telemetry_glob
 from shardgen.atomic import write_text
 from shardgen.config import Config
 from shardgen.generate.driver import run_prompts, window
@@ -32,59 +32,60 @@ WARM_UP = {"prompts": 16, "max_new_tokens": 16}  # compiles kernels before the c
 
 
 def load_sample(tune_dir: Path, plan: dict) -> list[dict]:
-    rows = pq.read_table(tune_dir / "sample.parquet").to_pylist()
+    rows = pq.read_table(TuneLayout(tune_dir).sample).to_pylist()
     if plan["max_new_tokens"]:
         for row in rows:
             row["max_new_tokens"] = plan["max_new_tokens"]
     return rows
 
 
-def metrics(workdir: Path, since: datetime, until: datetime | None = None) -> dict:
+def metrics(tune: TuneLayout, name: str, since: datetime, until: datetime | None = None) -> dict:
     """A run's figures from the parts submitted and the telemetry seen in [since, until] (the warm-up is before)."""
     con = duckdb.connect()
-    db.parquet_view(con, "parts", parts_glob(workdir / "parts"), tables.PART)
-    db.parquet_view(con, "telemetry", telemetry_glob(workdir), tables.TELEMETRY)
+    db.parquet_view(con, "parts", parts_glob(tune.parts_dir(name)), tables.PART)
+    db.parquet_view(con, "telemetry", telemetry_glob(tune.setting_dir(name)), tables.TELEMETRY)
     return db.query(con, "tune_setting", since=since, until=until or datetime.now(timezone.utc))[0]
 
 
 def measure(tune_dir: Path, name: str) -> dict:
-    plan = json.loads((tune_dir / "plan.json").read_text())
+    tune = TuneLayout(tune_dir)
+    plan = json.loads(tune.plan.read_text())
     config = Config.from_dict(plan["config"]).with_engine(plan["settings"][name])
-    workdir = tune_dir / name
     gpu = gpu_lease.lease_for(config)  # before SGLang (and torch) is imported
     prompts = load_sample(tune_dir, plan)
     warm = [{**p, "gen_key": "warm-" + p["gen_key"], "max_new_tokens": WARM_UP["max_new_tokens"]}
             for p in prompts[:WARM_UP["prompts"]]]
     t0 = time.monotonic()
-    with open_engine(config, ModelInfo.from_config(config.model), workdir, work=prompts,
+    with open_engine(config, ModelInfo.from_config(config.model), tune.setting_dir(name), work=prompts,
                      extra_sampling={"ignore_eos": True} if plan["ignore_eos"] else None) as engine:
         start_s = time.monotonic() - t0
         with tempfile.TemporaryDirectory() as tmp:
             run_prompts(engine, warm, Path(tmp) / "warm-up", config, shard=0, attempt=1, gpu=gpu,
                         desc=f"{name} warm-up")
         since = datetime.now(timezone.utc)
-        run_prompts(engine, prompts, workdir / "parts", config, shard=0, attempt=1, gpu=gpu, desc=name)
+        run_prompts(engine, prompts, tune.parts_dir(name), config, shard=0, attempt=1, gpu=gpu, desc=name)
         described, in_flight = engine.info.record, window(config, engine)
     result = {"setting": name, "status": "ok", "engine_start_s": round(start_s, 1), "window": in_flight,
-              **metrics(workdir, since), "engine": described}
-    write_text(json.dumps(result, indent=1, default=str), workdir / "result.json")
+              **metrics(tune, name, since), "engine": described}
+    write_text(json.dumps(result, indent=1, default=str), tune.result(name))
     return result
 
 
 def run_setting(tune_dir: Path, name: str) -> dict:
     """Measure one setting in a child process; a child that dies (SGLang's tree kill, OOM) is recorded as failed."""
-    workdir = tune_dir / name
+    tune = TuneLayout(tune_dir)
+    workdir = tune.setting_dir(name)
     if workdir.exists():  # an interrupted measurement: its telemetry would mix with the new one
         shutil.rmtree(workdir)
     workdir.mkdir(parents=True)
-    log.info("tune: measuring %s (log: %s)", name, workdir / "engine.log")
-    with open(workdir / "engine.log", "w") as out:
+    log.info("tune: measuring %s (log: %s)", name, tune.engine_log(name))
+    with open(tune.engine_log(name), "w") as out:
         proc = subprocess.run([sys.executable, "-m", "shardgen.tune.measure", str(tune_dir), name],
                               stdout=out, stderr=subprocess.STDOUT)
-    result_path = workdir / "result.json"
+    result_path = tune.result(name)
     if proc.returncode == 0 and result_path.exists():
         return json.loads(result_path.read_text())
-    tail = (workdir / "engine.log").read_text(errors="replace").splitlines()[-15:]
+    tail = tune.engine_log(name).read_text(errors="replace").splitlines()[-15:]
     result = {"setting": name, "status": "failed", "returncode": proc.returncode, "log_tail": tail}
     write_text(json.dumps(result, indent=1), result_path)
     log.error("tune: %s failed (rc %s); last log lines:\n%s", name, proc.returncode, "\n".join(tail))

@@ -12,7 +12,7 @@ from shardgen import db
 from shardgen.atomic import committed, write_text
 from shardgen.config import Config, ConfigError
 from shardgen.engines import backend
-from shardgen.layout import Layout
+from shardgen.layout import Layout, TuneLayout
 
 log = logging.getLogger(__name__)
 POOLED_RATIO, POOLED_GRAPHS = 8.0, 512  # a mamba pool ~1.9x the default one, decode graphs up to the batch it allows
@@ -51,7 +51,7 @@ def write_sample(prompts: Path, out: Path, n: int, seed: int) -> int:
 
 def load_plan(config: Config, tune_dir: Path, options: dict) -> dict:
     """The plan of this tune folder, made on its first call; later calls must ask for the same measurement."""
-    path = tune_dir / "plan.json"
+    path = TuneLayout(tune_dir).plan
     if path.exists():
         plan = json.loads(path.read_text())
         if changed := [k for k in PLAN_KEYS if plan[k] != options[k]]:
@@ -63,7 +63,7 @@ def load_plan(config: Config, tune_dir: Path, options: dict) -> dict:
         return plan
     if config.engine.backend != "sglang":
         raise ConfigError("shardgen tune measures SGLang's hybrid-Mamba settings: engine.backend must be sglang")
-    rows = write_sample(Layout(config.results).prompts, tune_dir / "sample.parquet", options["sample"], options["seed"])
+    rows = write_sample(Layout(config.results).prompts, TuneLayout(tune_dir).sample, options["sample"], options["seed"])
     plan = {**options, "sample_rows": rows, "config": config.raw,
             "settings": grid(config.engine.as_dict(), options["caps"], options["bf16_state"])}
     write_text(json.dumps(plan, indent=1), path)
@@ -74,4 +74,4 @@ def pending(plan: dict, tune_dir: Path, only: list[str] | None) -> list[str]:
     names = only or list(plan["settings"])
     if unknown := [n for n in names if n not in plan["settings"]]:
         raise ConfigError(f"--settings: unknown {unknown}; this tune run has {list(plan['settings'])}")
-    return [n for n in names if not (tune_dir / n / "result.json").exists()]
+    return [n for n in names if not TuneLayout(tune_dir).result(n).exists()]

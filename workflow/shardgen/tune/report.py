@@ -12,6 +12,7 @@ import yaml
 
 from shardgen.atomic import write_text
 from shardgen.engines import backend
+from shardgen.layout import TuneLayout
 from shardgen.report.summary import markdown_table
 
 COLUMNS = ("setting", "status", "steady_decode_tps", "output_tps", "running_max", "mamba_usage_max", "kv_usage_max",
@@ -25,7 +26,7 @@ def load_results(tune_dir: Path, plan: dict) -> list[dict]:
     model_path = plan["config"]["model"]["path"]
     results = []
     for name, engine in plan["settings"].items():
-        if (path := tune_dir / name / "result.json").exists():
+        if (path := TuneLayout(tune_dir).result(name)).exists():
             changes = backend(engine["backend"]).numerics_changes(engine, model_path)
             results.append({**json.loads(path.read_text()), "numerics_change": "; ".join(changes) or None})
     return results
@@ -85,12 +86,13 @@ def fragment(plan: dict, best: dict, summary: dict) -> str:
 
 def write(tune_dir: Path, plan: dict, allow_numerics_change: bool = False) -> dict:
     """tune.json, ranking.md and, once a setting that may be recommended has run, best.yaml."""
+    tune = TuneLayout(tune_dir)
     summary = summarize(tune_dir, plan, allow_numerics_change)
-    write_text(json.dumps(summary, indent=1), tune_dir / "tune.json")
-    write_text("\n".join(markdown_table(summary["ranking"])) + "\n", tune_dir / "ranking.md")
+    write_text(json.dumps(summary, indent=1), tune.summary)
+    write_text("\n".join(markdown_table(summary["ranking"])) + "\n", tune.ranking)
     if summary["best"]:
         best = next(r for r in load_results(tune_dir, plan) if r["setting"] == summary["best"])
-        write_text(fragment(plan, best, summary), tune_dir / "best.yaml")
+        write_text(fragment(plan, best, summary), tune.best)
     else:  # a fragment an earlier call wrote (say, allowing a numerics change) is not this call's recommendation
-        (tune_dir / "best.yaml").unlink(missing_ok=True)
+        tune.best.unlink(missing_ok=True)
     return summary
