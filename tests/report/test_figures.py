@@ -34,6 +34,7 @@ def test_the_shards_legend_is_below_the_bars(tmp_path):
                 "submitted_at, TIMESTAMPTZ '2026-01-01 00:00:10+00' AS finished_at, 'p' AS filename, "
                 "0 AS file_row_number")
     con.execute("CREATE VIEW turn_winners AS SELECT 'p' AS filename, 0 AS file_row_number")
+    con.execute("CREATE VIEW winners AS SELECT 'k' AS gen_key, 'p' AS filename, 0 AS file_row_number")  # tail's
     fig = figures.shards(con, {})
     fig.canvas.draw()
     ax = fig.axes[0]

@@ -122,9 +122,7 @@ def cmd_query(args):
     if db.is_internal(args.name):
         raise ShardgenError(f"{args.name!r} is one of the workflow steps' own queries (it needs their parameters), not "
                             f"a user query; `shardgen query --list` shows those")
-    con = db.connect(Layout(results))
-    db.define_views(con, "winners", "accounting", "per_shard", "throughput")
-    print(_table(db.query(con, args.name)))
+    print(_table(db.query(db.connect(Layout(results)), args.name)))
 
 
 def cmd_diagnose(args):

@@ -1,6 +1,7 @@
 """DuckDB over the results tree: named views of every table, and the SQL files in workflow/sql/ run against them."""
 
 import glob
+import re
 
 import duckdb
 import pyarrow as pa
@@ -10,6 +11,9 @@ from shardgen.layout import Layout
 
 SQL_DIR = WORKFLOW_DIR / "sql"
 INTERNAL_SQL_DIR = SQL_DIR / "internal"  # parameterized or view-building queries the steps run, not a user
+# A query names the queries it reads (each defined first as a view of that name, or run when it is a script) in a
+# comment line of its own: `-- requires: winners, per_shard`. The base views of connect() need no mention.
+REQUIRES = re.compile(r"^--\s*requires:\s*(.+)$", re.M)
 
 
 def quote(path) -> str:
@@ -85,21 +89,51 @@ def is_internal(name: str) -> bool:
 
 
 def _purpose(text: str) -> str:
-    comment = " ".join(line[2:].strip() for line in text.splitlines() if line.startswith("--"))
+    comment = " ".join(line[2:].strip() for line in text.splitlines()
+                       if line.startswith("--") and not REQUIRES.match(line))
     return comment.split(". ")[0].rstrip(".")
 
 
+def requires(name: str) -> list[str]:
+    """The queries NAME reads, from its `-- requires:` line."""
+    found = REQUIRES.search(sql(name))
+    return [need.strip() for need in found.group(1).split(",")] if found else []
+
+
+def _defined(con, name: str) -> bool:
+    return con.execute("SELECT count(*) FROM (SELECT view_name AS name FROM duckdb_views() UNION ALL "
+                       "SELECT table_name FROM duckdb_tables()) WHERE name = ?", [name]).fetchall()[0][0] > 0
+
+
+def prepare(con, name: str) -> None:
+    """Define on con what query NAME requires, each after its own requirements; one already defined is kept (a
+    step may define a view its own way first, as merge does `dataset`)."""
+    for need in requires(name):
+        if not _defined(con, need):
+            prepare(con, need)
+            define_views(con, need)
+
+
+def prepared(con, name: str) -> str:
+    """The text of query NAME, with what it requires defined on con (to embed it, as in a COPY)."""
+    prepare(con, name)
+    return sql(name)
+
+
 def query(con, name: str, **params) -> list[dict]:
-    """Run query NAME (named $parameters) and return its rows as dicts."""
-    cursor = con.execute(sql(name), params or None)
+    """Run query NAME (named $parameters), its requirements defined first, and return its rows as dicts."""
+    cursor = con.execute(prepared(con, name), params or None)
     columns = [d[0] for d in cursor.description]
     return [dict(zip(columns, row)) for row in cursor.fetchall()]
 
 
 def define_views(con, *names: str) -> None:
-    """Make query NAME available to later queries as a view of that name (winners is a script)."""
+    """Make query NAME available to later queries as a view of that name, or run it when it is a script of
+    statements (winners: its tables)."""
     for name in names:
-        if name == "winners":
-            con.execute(sql("winners"))
+        text = prepared(con, name)
+        body = "\n".join(line for line in text.splitlines() if not line.startswith("--")).lstrip()
+        if body.upper().startswith("CREATE"):  # a script makes its own tables and macros
+            con.execute(text)
         else:
-            con.execute(f"CREATE OR REPLACE TEMP VIEW {name} AS {sql(name)}")
+            con.execute(f"CREATE OR REPLACE TEMP VIEW {name} AS {text}")

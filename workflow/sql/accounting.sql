@@ -1,6 +1,7 @@
 -- Per source: read = accepted + rejected + duplicates, accepted = generated + failed (generated = complete +
 -- ended by context_exhausted), and per turn: the accepted conversations' turns = generated turns + the turns
 -- not generated because the conversation ended early (by reason) or is still missing.
+-- requires: winners
 WITH counts AS (
     SELECT s.source, s.rows_read AS read, s.system_replaced,
            (SELECT count(*) FROM prompts p WHERE p.source = s.source) AS accepted,

@@ -2,6 +2,7 @@
 -- requests .. output_tokens_per_s: every committed row of its parts (stale and duplicate rows too: what its engine
 -- did, as its done file); dataset_*: the dataset's rows it made, on the headline's clock (each attempt's span of
 -- them, summed): their rows and tokens add up to the summary's, the longest dataset_wall_s is its wall.
+-- requires: winners
 WITH attempts AS (
     SELECT shard, attempt, min(submitted_at) AS first_submit, max(finished_at) AS last_finish,
            epoch(max(finished_at) - min(submitted_at)) AS wall_s,

@@ -4,6 +4,7 @@
 --     those rows of each attempt's span of them (first submit to last completion); the run's is the longest
 --     shard's, since shards run side by side. dataset_output_tokens_per_s (the headline) = tokens / that wall;
 --   parts_*: every committed row in the parts (stale, duplicate and aborted rows too): what the engines did.
+-- requires: winners, accounting, throughput
 WITH made AS (
     SELECT r.shard, r.attempt, epoch(max(r.finished_at) - min(r.submitted_at)) AS wall_s
     FROM turn_winners w JOIN parts r ON r.filename = w.filename AND r.file_row_number = w.file_row_number

@@ -4,6 +4,7 @@
 -- submission). Across shards: each shard's wall less the shortest, as if they ran side by side from one start, as
 -- the headline counts them. Rows no longer in the dataset (stale, moved aside by a reset) and the time between
 -- attempts (a rerun days later) are not in it.
+-- requires: winners
 WITH made AS (
     SELECT r.shard, r.attempt, r.submitted_at, r.finished_at
     FROM turn_winners w JOIN parts r ON r.filename = w.filename AND r.file_row_number = w.file_row_number

@@ -193,7 +193,7 @@ def outcomes(layout: Layout) -> Outcomes:
     """Each committed gen_key's outcome, from every shard's parts (a damaged part is quarantined)."""
     con, _ = open_parts(layout, move_unreadable=True)
     found = Outcomes()
-    for key, outcome, aborts in con.execute(db.sql("key_outcomes")).fetchall():
+    for key, outcome, aborts in con.execute(db.prepared(con, "key_outcomes")).fetchall():
         if outcome == "generated":
             found.generated.add(key)
         elif outcome == "ended":
@@ -218,10 +218,9 @@ def done_record(layout: Layout, shard: int) -> dict:
     engine's message), from the parts."""
     con, _ = open_parts(layout, move_unreadable=True)
     con.execute(f"CREATE VIEW shard_prompts AS SELECT * FROM read_parquet({db.quote(layout.split(shard))})")
-    db.define_views(con, "per_shard")
     failed = layout.shard_failed(shard)
     with committed(failed) as tmp:
-        con.execute(f"COPY ({db.sql('shard_failed')}) TO {db.quote(tmp)} (FORMAT parquet)")
+        con.execute(f"COPY ({db.prepared(con, 'shard_failed')}) TO {db.quote(tmp)} (FORMAT parquet)")
     return db.query(con, "shard_done", shard=shard)[0]
 
 

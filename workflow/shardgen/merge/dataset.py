@@ -52,7 +52,6 @@ def _merge(layout: Layout, dataset: Path, train: Path, failed: Path, memory_limi
            rules: ExportRules) -> dict:
     con = db.connect(layout, memory_limit=memory_limit)
     con.execute(f"SET temp_directory = {db.quote(spill)}")
-    db.define_views(con, "winners")
     if missing := db.query(con, "missing"):
         ids = ", ".join(r["prompt_id"] for r in missing[:20])
         raise AccountingError(f"{len(missing)} accepted prompt(s) are neither generated nor failed "
@@ -60,13 +59,12 @@ def _merge(layout: Layout, dataset: Path, train: Path, failed: Path, memory_limi
     for path in (dataset, train, failed):
         path.parent.mkdir(parents=True, exist_ok=True)
     reasoning.define_macros(con, rules.reasoning_tags)
-    con.execute(f"CREATE OR REPLACE TEMP VIEW merged_rows AS {db.sql('dataset')}")
+    con.execute(f"CREATE OR REPLACE TEMP VIEW merged_rows AS {db.prepared(con, 'dataset')}")
     _copy_dataset(con, dataset)
     con.execute(f"CREATE OR REPLACE VIEW dataset AS SELECT * FROM read_parquet({db.quote(dataset)})")
     text_exports = write_exports(con, layout, rules)
-    _copy(con, db.sql("export_train"), train, "json")  # over write_exports' text_turns
-    _copy(con, db.sql("failed"), failed, "parquet")
-    db.define_views(con, "accounting")
+    _copy(con, db.prepared(con, "export_train"), train, "json")  # over write_exports' text_turns
+    _copy(con, db.prepared(con, "failed"), failed, "parquet")
     unbalanced = [r for r in db.query(con, "accounting") if not (r["read_balances"] and r["accepted_balances"]
                                                                      and r["turns_balance"])]
     if unbalanced:

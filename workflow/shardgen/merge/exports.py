@@ -62,13 +62,12 @@ def paths(layout: Layout) -> list[Path]:
 
 
 def define_views(con, rules: ExportRules) -> None:
-    """On con, whose `dataset` view is merge's freshly written dataset: the reasoning macros, the turns the text
-    exports carry and their conversations."""
+    """On con, whose `dataset` view is merge's freshly written dataset: the reasoning macros, the export rule and
+    the turns view; the text exports' own views follow from their queries' `-- requires:`."""
     reasoning.define_macros(con, rules.reasoning_tags)
     con.execute("CREATE OR REPLACE TEMP TABLE export_rule AS SELECT $on_length AS on_length",
                 {"on_length": rules.on_length})
     db.turns_view(con)
-    db.define_views(con, "text_turns", "conversations", "split_conversations")
 
 
 def write_exports(con, layout: Layout, rules: ExportRules | None = None) -> dict:
@@ -79,9 +78,9 @@ def write_exports(con, layout: Layout, rules: ExportRules | None = None) -> dict
     layout.exports_dir.mkdir(parents=True, exist_ok=True)
     for name, (query, fmt) in EXPORTS.items():
         with committed(layout.export(name)) as tmp:
-            con.execute(f"COPY ({db.sql(query)}) TO {db.quote(tmp)} ({OPTIONS[fmt]})")
+            con.execute(f"COPY ({db.prepared(con, query)}) TO {db.quote(tmp)} ({OPTIONS[fmt]})")
     counts = db.query(con, "export_counts")[0]
-    counts["reasoning_rows"] = con.execute(f"SELECT count(*) FROM ({db.sql('export_reasoning')})").fetchall()[0][0]
+    counts["reasoning_rows"] = con.execute(f"SELECT count(*) FROM ({db.prepared(con, 'export_reasoning')})").fetchall()[0][0]
     return {"on_length": rules.on_length, "reasoning_tags": rules.reasoning_tags, **counts}
 
 

@@ -27,7 +27,7 @@ def bucket_seconds(wall_s: float | None) -> int:
 
 def throughput(con, summary: dict):
     bucket = bucket_seconds(summary.get("dataset_generation_wall_s"))
-    df = con.execute(db.sql("timeline"), {"bucket_s": bucket}).df()
+    df = con.execute(db.prepared(con, "timeline"), {"bucket_s": bucket}).df()
     fig, ax = plt.subplots(figsize=(9, 4), layout="constrained")
     for shard, group in df.groupby("shard"):
         ax.plot(group["t"], group["output_tokens_per_s"], ".-", lw=1, label=f"shard {shard}")
@@ -74,7 +74,7 @@ def lengths(con, summary: dict):
 
 
 def shards(con, summary: dict):
-    df = con.execute(db.sql("tail")).df()
+    df = con.execute(db.prepared(con, "tail")).df()
     fig, ax = plt.subplots(figsize=(9, 4), layout="constrained")
     ax.bar(df["shard"].astype(str), df["shard_wall_s"], label="generation wall (its attempts' spans)")
     ax.bar(df["shard"].astype(str), df["tail_s"], label="tail (after its last submission)")

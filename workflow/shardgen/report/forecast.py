@@ -39,9 +39,7 @@ def rate_from_results(layout) -> dict:
     """A run's own per-shard rate (completion tokens over the shard's wall time, one engine per shard)."""
     from shardgen import db
 
-    con = db.connect(layout)
-    db.define_views(con, "winners", "per_shard")
-    shards = [s for s in db.query(con, "per_shard") if s["wall_s"]]
+    shards = [s for s in db.query(db.connect(layout), "per_shard") if s["wall_s"]]
     if not shards:
         raise ForecastError("no committed parts to measure a rate from: give --tok-per-s, --req-per-s or --log")
     tokens, requests = sum(s["completion_tokens"] for s in shards), sum(s["requests"] for s in shards)

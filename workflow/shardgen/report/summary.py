@@ -34,9 +34,7 @@ def _jsonable(rows: list[dict]) -> list[dict]:
 
 
 def _connect(layout: Layout):
-    con = db.connect(layout)
-    db.define_views(con, "winners", "accounting", "per_shard", "throughput")
-    return con
+    return db.connect(layout)
 
 
 def summary(con) -> dict:

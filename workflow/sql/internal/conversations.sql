@@ -3,6 +3,7 @@
 -- any, the user turns and the regenerated answers before it, in order) followed by that turn's answer. Contents
 -- are the completion texts as fed back (reasoning included); export_messages splits them. Streams: only the small
 -- last-turn table is built.
+-- requires: text_turns
 WITH last AS (
     SELECT conversation_id, max(turn) AS turn FROM text_turns GROUP BY conversation_id
 )

@@ -1,6 +1,7 @@
 -- What the text exports left out under exports.on_length and what the reasoning split found, for the exports'
 -- manifest: generated conversations and turns, turns cut by length, the turns and conversations the text exports
 -- do not carry, the conversations they end before a cut turn, and the answers split or flagged unclosed.
+-- requires: conversations, text_turns
 WITH generated AS (
     SELECT conversation_id, max(turn) AS turns FROM turns GROUP BY conversation_id
 )

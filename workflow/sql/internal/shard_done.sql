@@ -1,4 +1,5 @@
 -- The done file of one shard ($shard): its prompts' outcomes (committed by any shard) and its own attempts' work.
+-- requires: winners, per_shard
 WITH mine AS (
     SELECT o.outcome FROM shard_prompts sp JOIN outcomes o USING (gen_key)
 ), work AS (

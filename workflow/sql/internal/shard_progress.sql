@@ -2,6 +2,7 @@
 -- for other prompts are stale and left out), for `shardgen status` and its ETA: committed = its turns with a
 -- committed row (generated, ended or aborted), conversations = those begun, budget_spent = their max_new_tokens;
 -- turns, max_turn and output_tokens from its generated turns (turn_winners).
+-- requires: winners
 WITH committed AS (
     SELECT p.split_shard AS shard, coalesce(r.turn, 1) AS turn, any_value(p.max_new_tokens) AS max_new_tokens
     FROM parts r JOIN prompts p ON p.gen_key = coalesce(r.base_key, r.gen_key)

@@ -1,5 +1,6 @@
 -- The text conversations with each assistant answer split at the model's reasoning tags (shardgen/merge/reasoning.py):
 -- content, and reasoning_content (null where there was none, or where it never closed).
+-- requires: conversations
 SELECT conversation_id AS id,
        list_transform(messages, lambda m: {
            'role': m.role,

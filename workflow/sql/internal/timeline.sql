@@ -2,6 +2,7 @@
 -- times), on the headline's clock: each shard from its first submission, its attempts end to end (each one's span
 -- of the dataset's rows, as dataset_generation_wall_s sums them), so shards count as side by side and the total
 -- curve's mean over the longest shard's wall is the headline (dataset tokens / generation wall).
+-- requires: winners
 WITH made AS (
     SELECT r.shard, r.attempt, r.submitted_at, r.finished_at, r.completion_tokens
     FROM turn_winners w JOIN parts r ON r.filename = w.filename AND r.file_row_number = w.file_row_number
