@@ -4,6 +4,7 @@
 import glob
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -170,3 +171,46 @@ def check_identities(summary: dict) -> None:
     wall, rate = summary["dataset_generation_wall_s"], summary["dataset_output_tokens_per_s"]
     assert abs(rate * wall - summary["dataset_completion_tokens"]) <= 0.05 * wall + 1e-3 * rate, summary
     assert summary["dataset_rows"] == summary["dataset_rows_checked"] >= summary["generated"], summary
+
+
+# A chat template written after Qwen3's behaviour (tests/pipeline/test_thinking_template.py says which);
+# QWEN3_CHAT_TEMPLATE=FILE puts another template file (say Qwen3's own) in its place.
+QWEN3_STYLE = (
+    "{%- if messages[0]['role'] == 'system' %}{{- '<|im_start|>system\\n' + messages[0]['content'] + '<|im_end|>\\n' }}"
+    "{%- endif %}"
+    "{%- set ns = namespace(last_user=-1) %}"
+    "{%- for m in messages %}{%- if m['role'] == 'user' %}{%- set ns.last_user = loop.index0 %}{%- endif %}"
+    "{%- endfor %}"
+    "{%- for m in messages %}"
+    "{%- if m['role'] == 'user' %}{{- '<|im_start|>user\\n' + m['content'] + '<|im_end|>\\n' }}"
+    "{%- elif m['role'] == 'assistant' %}"
+    "{%- set content = m['content'] %}{%- set reasoning = '' %}"
+    "{%- if '</think>' in content %}"
+    "{%- set reasoning = content.split('</think>')[0].rstrip('\\n').split('<think>')[-1].lstrip('\\n') %}"
+    "{%- set content = content.split('</think>')[-1].lstrip('\\n') %}"
+    "{%- endif %}"
+    "{%- if loop.index0 > ns.last_user and (loop.last or reasoning) %}"
+    "{{- '<|im_start|>assistant\\n<think>\\n' + reasoning.strip('\\n') + '\\n</think>\\n\\n' + content.lstrip('\\n') }}"
+    "{%- else %}{{- '<|im_start|>assistant\\n' + content }}{%- endif %}"
+    "{{- '<|im_end|>\\n' }}"
+    "{%- endif %}"
+    "{%- endfor %}"
+    "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}"
+    "{%- if enable_thinking is defined and enable_thinking is false %}{{- '<think>\\n\\n</think>\\n\\n' }}{%- endif %}"
+    "{%- endif %}")
+TEMPLATE = Path(os.environ["QWEN3_CHAT_TEMPLATE"]).read_text() if os.environ.get("QWEN3_CHAT_TEMPLATE") else QWEN3_STYLE
+
+
+def thinking_model(demo_model: Path, out: Path, template: str) -> Path:
+    """The demo model's folder with `template` and <think>/</think> as single non-special added tokens, as in
+    Qwen3's tokenizer (no weights: the engines that use it are fakes)."""
+    from transformers import AddedToken, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(demo_model)
+    tokenizer.add_tokens([AddedToken(t, special=False, normalized=False) for t in ("<think>", "</think>")])
+    tokenizer.chat_template = template
+    tokenizer.save_pretrained(out)
+    config = json.loads((demo_model / "config.json").read_text())
+    (out / "config.json").write_text(json.dumps({**config, "vocab_size": len(tokenizer)}))
+    shutil.copy(demo_model / "generation_config.json", out / "generation_config.json")
+    return out

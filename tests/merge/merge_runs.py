@@ -6,7 +6,6 @@ fixture of a Qwen3-style model folder (import it into a test module to use it)."
 
 import asyncio
 import json
-import shutil
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -108,22 +107,11 @@ def qwen3_model(demo_model, tmp_path_factory) -> Path:
     (no weights: the engines of these tests are scripted). Qwen3's own template renders an assistant message's
     `reasoning_content` where it has one and splits its content at `</think>` only where not; the written one
     has only the split, so that branch is added here (Qwen3's own file already has it)."""
-    from transformers import AddedToken, AutoTokenizer
+    from helpers import QWEN3_STYLE, TEMPLATE, thinking_model
 
-    from pipeline.test_thinking_template import QWEN3_STYLE, TEMPLATE
-
-    split = "{%- if '</think>' in content %}"
-    if TEMPLATE == QWEN3_STYLE:
-        assert split in TEMPLATE
-        TEMPLATE = TEMPLATE.replace(split, "{%- if m['reasoning_content'] is string %}"
+    template, split = TEMPLATE, "{%- if '</think>' in content %}"
+    if template == QWEN3_STYLE:
+        assert split in template
+        template = template.replace(split, "{%- if m['reasoning_content'] is string %}"
                                            "{%- set reasoning = m['reasoning_content'] %}{%- elif '</think>' in content %}")
-
-    out = tmp_path_factory.mktemp("qwen3") / "model"
-    tokenizer = AutoTokenizer.from_pretrained(demo_model)
-    tokenizer.add_tokens([AddedToken(t, special=False, normalized=False) for t in ("<think>", "</think>")])
-    tokenizer.chat_template = TEMPLATE
-    tokenizer.save_pretrained(out)
-    config = json.loads((demo_model / "config.json").read_text())
-    (out / "config.json").write_text(json.dumps({**config, "vocab_size": len(tokenizer)}))
-    shutil.copy(demo_model / "generation_config.json", out / "generation_config.json")
-    return out
+    return thinking_model(demo_model, tmp_path_factory.mktemp("qwen3") / "model", template)

@@ -10,39 +10,11 @@ The engine is a test-only fake that answers `<think>reasoning k</think>answer k`
 
 import asyncio
 import json
-import os
-import shutil
 from pathlib import Path
 
 import pytest
-from helpers import load
-from helpers import stage
-from helpers import run_merge
+from helpers import TEMPLATE, load, run_merge, stage, thinking_model
 
-QWEN3_STYLE = (
-    "{%- if messages[0]['role'] == 'system' %}{{- '<|im_start|>system\\n' + messages[0]['content'] + '<|im_end|>\\n' }}"
-    "{%- endif %}"
-    "{%- set ns = namespace(last_user=-1) %}"
-    "{%- for m in messages %}{%- if m['role'] == 'user' %}{%- set ns.last_user = loop.index0 %}{%- endif %}"
-    "{%- endfor %}"
-    "{%- for m in messages %}"
-    "{%- if m['role'] == 'user' %}{{- '<|im_start|>user\\n' + m['content'] + '<|im_end|>\\n' }}"
-    "{%- elif m['role'] == 'assistant' %}"
-    "{%- set content = m['content'] %}{%- set reasoning = '' %}"
-    "{%- if '</think>' in content %}"
-    "{%- set reasoning = content.split('</think>')[0].rstrip('\\n').split('<think>')[-1].lstrip('\\n') %}"
-    "{%- set content = content.split('</think>')[-1].lstrip('\\n') %}"
-    "{%- endif %}"
-    "{%- if loop.index0 > ns.last_user and (loop.last or reasoning) %}"
-    "{{- '<|im_start|>assistant\\n<think>\\n' + reasoning.strip('\\n') + '\\n</think>\\n\\n' + content.lstrip('\\n') }}"
-    "{%- else %}{{- '<|im_start|>assistant\\n' + content }}{%- endif %}"
-    "{{- '<|im_end|>\\n' }}"
-    "{%- endif %}"
-    "{%- endfor %}"
-    "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}"
-    "{%- if enable_thinking is defined and enable_thinking is false %}{{- '<think>\\n\\n</think>\\n\\n' }}{%- endif %}"
-    "{%- endif %}")
-TEMPLATE = Path(os.environ["QWEN3_CHAT_TEMPLATE"]).read_text() if os.environ.get("QWEN3_CHAT_TEMPLATE") else QWEN3_STYLE
 USERS = {"think": ["What is a river?", "And a lake?", "Which is bigger?"],
          "plain": ["Name a planet.", "Another one?", "And a third?"]}
 SYSTEM = "You are concise."
@@ -56,17 +28,7 @@ def answer(k: int) -> str:
 def qwen3_model(demo_model, tmp_path_factory) -> Path:
     """The demo model's folder with the template, and <think>/</think> as single non-special added tokens as in
     Qwen3's tokenizer (no weights: the engine is fake)."""
-    from transformers import AddedToken, AutoTokenizer
-
-    out = tmp_path_factory.mktemp("qwen3") / "model"
-    tokenizer = AutoTokenizer.from_pretrained(demo_model)
-    tokenizer.add_tokens([AddedToken(t, special=False, normalized=False) for t in ("<think>", "</think>")])
-    tokenizer.chat_template = TEMPLATE
-    tokenizer.save_pretrained(out)
-    config = json.loads((demo_model / "config.json").read_text())
-    (out / "config.json").write_text(json.dumps({**config, "vocab_size": len(tokenizer)}))
-    shutil.copy(demo_model / "generation_config.json", out / "generation_config.json")
-    return out
+    return thinking_model(demo_model, tmp_path_factory.mktemp("qwen3") / "model", TEMPLATE)
 
 
 @pytest.fixture(scope="module")
