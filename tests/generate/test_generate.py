@@ -48,3 +48,72 @@ def test_resplit_added_prompts_and_changed_sampling(make_config, write_jsonl):
     # train.jsonl carries the turns that stopped (README: Exports; the demo model's answers are often cut)
     assert len(train) == sum(r["finish_reason"] == "stop" for r in dataset)
     assert all(t["conversations"][0]["from"] == "human" and t["conversations"][-1]["from"] == "gpt" for t in train)
+
+
+def test_listed_temperature_is_sent_per_request_and_recorded(make_config, write_jsonl, monkeypatch):
+    """A source's `temperature: [0.2, 0.9]`: each prompt's request is sampled at its prompts row's value (what the
+    CPU engine was asked), and its part row and dataset row record it; a changed list makes new gen_keys."""
+    from shardgen.engines.transformers_engine import TransformersEngine
+
+    sent = {}
+    generate_batch = TransformersEngine._generate_batch
+
+    def recording(self, requests):
+        for r in requests:
+            sent[tuple(r.prompt_ids)] = dict(r.sampling)
+        return generate_batch(self, requests)
+
+    monkeypatch.setattr(TransformersEngine, "_generate_batch", recording)
+    path = write_jsonl("a.jsonl", [{"query": f"What is {i} + {i}?"} for i in range(12)])
+    source = {"name": "a", "path": path, "format": "query_response",
+              "sampling": {"temperature": [0.2, 0.9], "top_k": [3, 7], "max_new_tokens": 8}}
+    layout = stage(make_config([source]), 2)
+    prompts = {r["prompt_id"]: r for r in pq.read_table(layout.prompts).to_pylist()}
+    assert {r["temperature"] for r in prompts.values()} == {0.2, 0.9}
+    for row in prompts.values():
+        asked = sent[tuple(row["prompt_ids"])]
+        assert (asked["temperature"], asked["top_k"], asked["top_p"]) == (row["temperature"], row["top_k"],
+                                                                         row["top_p"])
+    parts = part_rows(layout)
+    assert len(parts) == 12
+    for part in parts:
+        row = prompts[part["prompt_id"]]
+        assert (part["temperature"], part["top_p"], part["top_k"]) == (row["temperature"], row["top_p"], row["top_k"])
+    dataset = pq.read_table(merge_dataset(layout)).to_pylist()
+    assert len(dataset) == 12
+    for got in dataset:
+        row = prompts[got["prompt_id"]]
+        assert (got["temperature"], got["top_p"], got["top_k"]) == (row["temperature"], row["top_p"], row["top_k"])
+
+    # Another list: every gen_key changes, so every prompt is generated again.
+    layout = stage(make_config([{**source, "sampling": {**source["sampling"], "temperature": [0.9, 0.2]}}]), 2)
+    changed = {r["prompt_id"]: r["gen_key"] for r in pq.read_table(layout.prompts).to_pylist()}
+    assert all(changed[pid] != row["gen_key"] for pid, row in prompts.items())
+    assert len(part_rows(layout)) == 24
+
+
+def merge_dataset(layout):
+    path = layout.dataset_dir / "data.parquet"
+    merge(layout, path, layout.dataset_dir / "train.jsonl", layout.root / "merge" / "failed.parquet")
+    return path
+
+
+def test_a_part_written_before_the_sampling_columns_reads_them_as_null(make_config, write_jsonl):
+    """Parts committed by an older shardgen (no temperature/top_p/top_k columns) still merge, beside newer parts:
+    the parts view reads by column name, the missing sampling as null."""
+    import glob
+
+    path = write_jsonl("a.jsonl", [{"query": f"What is {i} + {i}?"} for i in range(6)])
+    layout = stage(make_config([{"name": "a", "path": path, "format": "query_response",
+                                 "sampling": {"max_new_tokens": 8}}]), 2)
+    old = sorted(glob.glob(str(layout.shard_dir(0) / "part-*.parquet")))
+    assert old
+    for part in old:
+        pq.write_table(pq.read_table(part).drop_columns(["temperature", "top_p", "top_k"]), part)
+    dataset = pq.read_table(merge_dataset(layout)).to_pylist()
+    assert len(dataset) == 6
+    from_old = {r["gen_key"] for part in old for r in pq.read_table(part).to_pylist()}
+    assert 0 < len(from_old) < 6
+    for row in dataset:
+        expected = (None, None, None) if row["gen_key"] in from_old else (0.7, 0.95, -1)
+        assert (row["temperature"], row["top_p"], row["top_k"]) == expected

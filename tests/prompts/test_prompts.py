@@ -137,3 +137,52 @@ def test_rejected_and_duplicate_rows_carry_their_own_id(make_config, write_jsonl
     assert [(d["source_row"], d["id"]) for d in read["duplicates"]] == [(1, "7")]
     assert [(r["source_row"], r["reason"], r["id"]) for r in read["rejected"]] == [
         (2, "empty_prompt", "a-3"), (3, "too_long", "a-4"), (4, "empty_prompt", None)]
+
+
+def test_listed_sampling_gives_each_prompt_one_value_by_its_prompt_id(make_config, write_jsonl, tmp_path,
+                                                                      monkeypatch):
+    """A source's `temperature`/`top_p`/`top_k` may be lists: each prompt gets one value of each, chosen from its
+    prompt_id, so the same prompt gets the same value on every run, whatever the workers or the row order."""
+    from shardgen.prompts import sources
+
+    monkeypatch.setattr(sources, "CHUNK_ROWS", 5)  # several chunks, so two workers split the rows
+    questions = [{"query": f"What is {i} times {i}?"} for i in range(24)]
+    sampling = {"temperature": [0.2, 0.9], "top_p": [0.5, 0.8, 1.0], "top_k": [5, 50]}
+    path = write_jsonl("a.jsonl", questions)
+    config = make_config([{"name": "a", "path": path, "format": "query_response", "sampling": sampling}])
+    runs = [build_prompts(config, tmp_path / f"w{w}", workers=w) and
+            pq.read_table(tmp_path / f"w{w}" / "prompts.parquet").to_pylist() for w in (1, 2)]
+    build_prompts(config, tmp_path / "again", workers=1)
+    assert (tmp_path / "again" / "prompts.parquet").read_bytes() == (tmp_path / "w1" / "prompts.parquet").read_bytes()
+    values = [{r["prompt_id"]: (r["temperature"], r["top_p"], r["top_k"]) for r in rows} for rows in runs]
+    assert values[0] == values[1] and len(values[0]) == 24
+    assert {t for t, _, _ in values[0].values()} == {0.2, 0.9}
+    assert {p for _, p, _ in values[0].values()} == {0.5, 0.8, 1.0}
+    assert {k for _, _, k in values[0].values()} == {5, 50}
+    assert {r["max_new_tokens"] for r in runs[0]} == {config.defaults.max_new_tokens}
+
+    # Another row order (reversed, in another source file): every prompt keeps its value.
+    reordered = make_config([{"name": "a", "path": write_jsonl("b.jsonl", questions[::-1]), "format": "query_response",
+                              "sampling": sampling}])
+    _, read = run(reordered, tmp_path / "reordered")
+    assert {r["prompt_id"]: (r["temperature"], r["top_p"], r["top_k"]) for r in read["prompts"]} == values[0]
+
+    # A changed list changes every gen_key (the list is in it); the same prompts, the same ids.
+    changed = make_config([{"name": "a", "path": path, "format": "query_response",
+                            "sampling": {**sampling, "temperature": [0.2, 0.9, 0.5]}}])
+    _, read = run(changed, tmp_path / "changed")
+    keys = {r["prompt_id"]: r["gen_key"] for r in runs[0]}
+    assert {r["prompt_id"] for r in read["prompts"]} == set(keys)
+    assert all(keys[r["prompt_id"]] != r["gen_key"] for r in read["prompts"])
+
+
+@pytest.mark.parametrize("key, value, where, message", [
+    ("temperature", [], "temperature", "should be non-empty"),
+    ("temperature", "0.7", "temperature", "is not of type 'number', 'array'"),
+    ("top_k", [5, "x"], r"top_k\[1\]", "is not of type 'integer'"),
+    ("top_p", [0.5, 2], r"top_p\[1\]", "is greater than the maximum")])
+def test_a_bad_sampling_list_fails_validation_naming_the_key(make_config, key, value, where, message):
+    from shardgen.config_schema import ConfigError
+
+    with pytest.raises(ConfigError, match=rf"sources\[0\]\.sampling\.{where}: .*{message}"):
+        make_config([{"name": "a", "path": "a.jsonl", "format": "query_response", "sampling": {key: value}}])

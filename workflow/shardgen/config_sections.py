@@ -7,6 +7,8 @@ import typing
 from dataclasses import asdict, dataclass, fields, is_dataclass
 from pathlib import Path
 
+from shardgen.keys import pick
+
 
 class Section:
     def as_dict(self) -> dict:
@@ -104,9 +106,10 @@ class SamplingDefaults(Section):
 @dataclass(frozen=True)
 class SamplingOverrides(Section):
     max_new_tokens: int | None = None  # None: not set, the default applies
-    temperature: float | None = None
-    top_p: float | None = None
-    top_k: int | None = None
+    # A list: one value per prompt, chosen from its prompt_id (keys.pick); the list enters the gen_key.
+    temperature: float | list | None = None
+    top_p: float | list | None = None
+    top_k: int | list | None = None
 
 
 @dataclass(frozen=True)
@@ -127,8 +130,14 @@ class SourceConfig(Section):
     dataset: str | None = None
 
     def sampling_over(self, defaults: SamplingDefaults) -> dict:
-        """This source's sampling params over the global defaults."""
+        """This source's sampling params over the global defaults; `temperature`, `top_p` and `top_k` may be lists
+        (sampling_of gives one prompt's values)."""
         return {**defaults.params(), **{k: v for k, v in self.sampling.as_dict().items() if v is not None}}
+
+    @staticmethod
+    def sampling_of(sampling: dict, prompt_id: str) -> dict:
+        """One prompt's sampling params: each listed field's value chosen from its prompt_id (keys.pick)."""
+        return {k: pick(v, prompt_id, k) for k, v in sampling.items()}
 
     def template_kwargs(self, defaults: SamplingDefaults) -> dict:
         return {**defaults.chat_template_kwargs, **self.chat_template_kwargs}

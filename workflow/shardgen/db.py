@@ -21,9 +21,18 @@ def quote(path) -> str:
 
 
 def parquet_view(con, name: str, path_or_glob: str, schema: pa.Schema, **options) -> None:
+    """The files as one view of the contract's columns: read by column name (union_by_name), so a file written
+    before a column was added reads it as null, and a column no file has yet is null too."""
     if glob.glob(path_or_glob):
         opts = "".join(f", {k}={v}" for k, v in options.items())
-        con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM read_parquet({quote(path_or_glob)}{opts})")
+        source = f"read_parquet({quote(path_or_glob)}, union_by_name=true{opts})"
+        have = {row[0] for row in con.execute(f"DESCRIBE SELECT * FROM {source}").fetchall()}
+        added = ""
+        if missing := [f for f in schema if f.name not in have]:
+            con.register(f"_{name}_contract", pa.schema(missing).empty_table())
+            types = dict(con.execute(f"SELECT column_name, column_type FROM (DESCRIBE _{name}_contract)").fetchall())
+            added = "".join(f', CAST(NULL AS {types[f.name]}) AS "{f.name}"' for f in missing)
+        con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT *{added} FROM {source}")
     else:  # an empty table of the contract's schema, so queries still run before anything exists
         empty = schema.empty_table()
         if options.get("filename"):

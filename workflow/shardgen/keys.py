@@ -50,3 +50,13 @@ def gen_key_of(model_fingerprint: dict, sampling: dict) -> Callable[[str], str]:
     head, tail = _json({"prompt_id": placeholder, "model": model_fingerprint, "sampling": sampling}).split(placeholder)
     head, tail = head.encode("utf-8"), tail.encode("utf-8")
     return lambda pid: hashlib.sha256(head + pid.encode("ascii") + tail).hexdigest()
+
+
+def pick(values, prompt_id: str, field: str):
+    """One value per prompt of a sampling field given as a list (a number is its own value): sha256 of the field
+    name and the prompt_id, mod the list's length, so the same prompt always gets the same value whatever the
+    worker count or row order, and two listed fields vary independently."""
+    if not isinstance(values, list):
+        return values
+    digest = hashlib.sha256(f"{field}:{prompt_id}".encode("utf-8")).digest()
+    return values[int.from_bytes(digest[:8], "big") % len(values)]

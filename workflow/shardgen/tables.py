@@ -38,6 +38,9 @@ PART = pa.schema([
     # conversation ended before this turn: nothing generated; `error` says why).
     ("conversation_id", pa.string()), ("turn", pa.int32()), ("base_key", pa.string()), ("messages", MESSAGES),
     ("prompt_ids", TOKENS),
+    # The sampling the request was sent with (a source's listed field: this prompt's value). A part written
+    # before these columns reads them as null (db.parquet_view).
+    ("temperature", pa.float64()), ("top_p", pa.float64()), ("top_k", pa.int32()),
 ])
 DATASET = pa.schema([
     ("prompt_id", pa.string()), ("gen_key", pa.string()), ("source", pa.string()), ("messages", MESSAGES), ("prompt_ids", TOKENS),
@@ -48,6 +51,8 @@ DATASET = pa.schema([
     # source's original assistant turn t. prompt_id is the conversation's id (= conversation_id); gen_key is
     # the turn's own key.
     ("conversation_id", pa.string()), ("turn", pa.int32()),
+    # The sampling the turn was generated with (its part row's; null for a row generated before they were kept).
+    ("temperature", pa.float64()), ("top_p", pa.float64()), ("top_k", pa.int32()),
     # The answer split at model.reasoning_tags by merge (shardgen/merge/reasoning.py): content (the whole
     # completion where nothing was split), reasoning_content (null: none, or never closed), reasoning_unclosed
     # (opened, never closed: flagged, not split).

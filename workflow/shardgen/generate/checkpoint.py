@@ -78,7 +78,8 @@ def part_row(request, *, shard: int, attempt: int, gpu: str, result=None, ended:
             "prompt_tokens": len(request.prompt_ids), "latency_s": latency_s, "submitted_at": submitted or finished,
             "finished_at": finished, "gpu": gpu, **outcome, "conversation_id": request.conversation_id,
             "turn": request.turn, "base_key": request.base_key, "messages": request.history if later else None,
-            "prompt_ids": request.prompt_ids if later else None}
+            "prompt_ids": request.prompt_ids if later else None, "temperature": request.sampling.temperature,
+            "top_p": request.sampling.top_p, "top_k": request.sampling.top_k}
 
 
 def read_index(folder: Path) -> dict[str, dict]:

@@ -36,7 +36,8 @@ def row_id(row) -> str | None:
 
 
 class SourcePlan:
-    """What every row of one source shares: format, sampling, template arguments, the gen_key function."""
+    """What every row of one source shares: format, sampling (a listed field: its list; each row gets its prompt's
+    value), template arguments, the gen_key function (over the lists, so a changed list changes every key)."""
 
     def __init__(self, config: Config, source: SourceConfig, fingerprint: dict):
         self.source, self.name = source, source.name
@@ -79,13 +80,14 @@ class ChunkProcessor:
         lengths = [len(i) for i in ids]
         result.too_long = {i: f"{n} prompt tokens + max_new_tokens {plan.sampling['max_new_tokens']} > "
                               f"context_length {plan.context_length}" for i, n in enumerate(lengths) if n > plan.budget}
-        n, sampling = len(rows), plan.sampling
+        n = len(rows)
+        per_row = [SourceConfig.sampling_of(plan.sampling, p) for p in pids]  # a listed field: this prompt's value
         work = self._work_tokens(plan, convs, lengths)
         result.candidates = pa.record_batch({
             "prompt_id": pids, "gen_key": [plan.gen_key(p) for p in pids], "source": [plan.name] * n,
             "source_row": rows, "messages": messages, "prompt_ids": ids, "prompt_tokens": lengths,
-            "max_new_tokens": [sampling["max_new_tokens"]] * n, "temperature": [sampling["temperature"]] * n,
-            "top_p": [sampling["top_p"]] * n, "top_k": [sampling["top_k"]] * n, "sampling_extra": [plan.extra] * n,
+            **{k: [s[k] for s in per_row] for k in ("max_new_tokens", "temperature", "top_p", "top_k")},
+            "sampling_extra": [plan.extra] * n,
             "reference": [c.reference for c in convs], "dropped_turns": [c.dropped_turns for c in convs],
             "conversation_id": pids, "turns": [c.turns for c in convs], "references": [c.references for c in convs],
             "work_tokens": work,
