@@ -103,3 +103,25 @@ def define_views(con, *names: str) -> None:
             con.execute(sql("winners"))
         else:
             con.execute(f"CREATE OR REPLACE TEMP VIEW {name} AS {sql(name)}")
+
+
+_SCALARS = {"string": "VARCHAR", "large_string": "VARCHAR", "int64": "BIGINT", "int32": "INTEGER",
+            "int16": "SMALLINT", "int8": "TINYINT", "double": "DOUBLE", "float": "FLOAT", "bool": "BOOLEAN"}
+
+
+def duckdb_type(kind: pa.DataType) -> str:
+    """An Arrow type as DuckDB names it (as DuckDB reads it from Arrow or Parquet): lists, structs, scalars."""
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind):
+        return f"{duckdb_type(kind.value_type)}[]"
+    if pa.types.is_struct(kind):
+        return "STRUCT(" + ", ".join(f'"{f.name}" {duckdb_type(f.type)}' for f in kind) + ")"
+    if pa.types.is_timestamp(kind):
+        return "TIMESTAMP WITH TIME ZONE" if kind.tz else "TIMESTAMP"
+    return _SCALARS[str(kind)]
+
+
+def create_empty(con, name: str, schema: pa.Schema) -> None:
+    """An empty temp table of the contract's schema, made without Arrow (registering an Arrow table in DuckDB
+    imports pandas: a fifth of a second of `shardgen status`)."""
+    columns = ", ".join(f'"{f.name}" {duckdb_type(f.type)}' for f in schema)
+    con.execute(f"CREATE OR REPLACE TEMP TABLE {name} ({columns})")

@@ -8,6 +8,7 @@ from pathlib import Path
 SHARD_WILDCARD = "{shard}"
 SHARD_REGEX = r"\d{3}"  # what the wildcard matches: a shard's NNN
 PARTS_INDEX = "parts-index.jsonl"
+STATUS_CACHE = "status-cache.parquet"
 ATTEMPTS = "attempts.jsonl"
 HEARTBEAT = "heartbeat.json"
 
@@ -55,6 +56,12 @@ def stale_part_temps(folder: Path) -> list[Path]:
 def parts_index_path(folder: Path) -> Path:
     """One line per committed part (its row and token counts): the checkpoint's cache of the parts."""
     return Path(folder) / PARTS_INDEX
+
+
+def status_cache_path(folder: Path) -> Path:
+    """The light columns of a folder's committed parts as `shardgen status` read them last (generate/status_cache.py):
+    a cache only, rebuilt from the parts whenever it is missing, damaged or out of date."""
+    return Path(folder) / STATUS_CACHE
 
 
 def quarantine_dir(folder: Path) -> Path:

@@ -6,8 +6,10 @@ import glob
 import os
 from dataclasses import dataclass, field
 
+import duckdb
+
 from shardgen import db
-from shardgen.generate import checkpoint
+from shardgen.generate import checkpoint, status_cache
 from shardgen.layout import Layout, part_files, parts_index_path
 
 
@@ -85,7 +87,10 @@ def _read_progress(layout: Layout) -> RunProgress:
     shards = {s: ShardProgress() for s in layout.split_shards()}
     if not shards:
         return RunProgress(shards, 0)
-    con, unreadable = checkpoint.open_parts(layout, _split_prompts(layout), move_unreadable=False)
+    # committed parts never change: their light columns come from each folder's status cache, plus the parts new since
+    con = duckdb.connect()
+    unreadable = status_cache.load_parts(con, layout)
+    checkpoint.define_status_views(con, _split_prompts(layout))
     for row in db.query(con, "shard_progress"):
         for key in ("committed", "conversations", "turns", "max_turn", "output_tokens", "budget_spent"):
             setattr(shards[row["shard"]], key, int(row[key]))
