@@ -60,7 +60,7 @@ def direct(layout):
 
 def cached(layout):
     con = duckdb.connect()
-    unreadable = status_cache.load_parts(con, layout)
+    unreadable, _ = status_cache.load_parts(con, layout)
     checkpoint.define_status_views(con, progress._split_prompts(layout))
     return _answer(con, unreadable)
 

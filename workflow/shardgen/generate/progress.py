@@ -89,7 +89,7 @@ def _read_progress(layout: Layout) -> RunProgress:
         return RunProgress(shards, 0)
     # committed parts never change: their light columns come from each folder's status cache, plus the parts new since
     con = duckdb.connect()
-    unreadable = status_cache.load_parts(con, layout)
+    unreadable, mtimes = status_cache.load_parts(con, layout)
     checkpoint.define_status_views(con, _split_prompts(layout))
     for row in db.query(con, "shard_progress"):
         for key in ("committed", "conversations", "turns", "max_turn", "output_tokens", "budget_spent"):
@@ -98,15 +98,18 @@ def _read_progress(layout: Layout) -> RunProgress:
     for shard, state in shards.items():
         folder = layout.shard_dir(shard)
         index = checkpoint.read_index(folder)
+        names = set()
         for path in part_files(folder):
+            names.add(path.name)
             row = parts.get(str(path))
             if row is None:
                 if str(path) in unreadable:
                     state.lost.append(f"{path.name} unreadable")
                 continue
-            state.commits.append(Commit(row["attempt"], path.stat().st_mtime, row["rows"], int(row["output_tokens"])))
+            at = mtimes[str(path)] if str(path) in mtimes else path.stat().st_mtime  # stat'ed once, by load_parts
+            state.commits.append(Commit(row["attempt"], at, row["rows"], int(row["output_tokens"])))
             state.stale_rows += row["stale_rows"]
         state.lost += [f"{name} missing ({entry['rows']} rows)" for name, entry in index.items()
-                       if not (folder / name).exists()]
+                       if name not in names and not (folder / name).exists()]
         state.commits.sort(key=lambda c: c.at)
     return RunProgress(shards, sum(int(row["stale_rows"]) for row in parts.values()))

@@ -35,12 +35,15 @@ _CACHED = ", ".join(c for c in LIGHT.names if c != "filename")
 Stat = tuple[int, int, int]  # size, mtime_ns, inode
 
 
-def _stat(path: str) -> Stat | None:
+def _stat(path: str) -> os.stat_result | None:
     try:
-        st = os.stat(path)
+        return os.stat(path)
     except FileNotFoundError:  # moved away meanwhile (quarantine, reset)
         return None
-    return st.st_size, st.st_mtime_ns, st.st_ino
+
+
+def _key(st: os.stat_result | None) -> Stat | None:
+    return None if st is None else (st.st_size, st.st_mtime_ns, st.st_ino)
 
 
 def _manifest(cache: Path) -> dict[str, Stat]:
@@ -104,14 +107,18 @@ def _write_cache(con: duckdb.DuckDBPyConnection, cache: Path, prefix: str, manif
         log.info("could not write %s (%s)", cache, err)
 
 
-def _load_folder(con: duckdb.DuckDBPyConnection, folder: Path, paths: dict[str, str]) -> dict[str, str]:
-    """One folder's parts (name -> path as globbed) into `parts`: cached rows of unchanged parts, the rest read."""
+def _load_folder(con: duckdb.DuckDBPyConnection, folder: Path, paths: dict[str, str],
+                 mtimes: dict[str, float]) -> dict[str, str]:
+    """One folder's parts (name -> path as globbed) into `parts`: cached rows of unchanged parts, the rest read;
+    each part's st_mtime into `mtimes` (by path)."""
+    found = {name: _stat(path) for name, path in paths.items()}
+    mtimes.update((paths[name], st.st_mtime) for name, st in found.items() if st is not None)
     prefix = os.path.join(str(folder), "")
     if any(path != prefix + name for name, path in paths.items()):  # never: glob joins folder and name so
         return _insert_parts(con, sorted(paths.values()))
     cache = status_cache_path(folder)
     listed = _manifest(cache)
-    stats = {name: _stat(path) for name, path in paths.items()}
+    stats = {name: _key(st) for name, st in found.items()}
     kept = sorted(name for name, stat in listed.items() if stats.get(name) == stat)  # unchanged, still there
     if kept and not _insert_cached(con, cache, prefix, kept, len(kept) == len(listed)):
         listed, kept = {}, []
@@ -124,15 +131,17 @@ def _load_folder(con: duckdb.DuckDBPyConnection, folder: Path, paths: dict[str, 
     return bad
 
 
-def load_parts(con: duckdb.DuckDBPyConnection, layout: Layout) -> dict[str, str]:
+def load_parts(con: duckdb.DuckDBPyConnection, layout: Layout) -> tuple[dict[str, str], dict[str, float]]:
     """Create `parts` in `con`: every committed part's light columns, exactly as checkpoint._connect reads them over
-    layout.parts_glob; return the unreadable parts, with why (left where they are: status only reads)."""
+    layout.parts_glob; return the unreadable parts, with why (left where they are: status only reads), and every
+    part's st_mtime by path (as globbed)."""
     db.create_empty(con, "parts", LIGHT)
     folders: dict[Path, dict[str, str]] = defaultdict(dict)
     for path in glob.glob(layout.parts_glob):
         folders[Path(path).parent][os.path.basename(path)] = path
     bad: dict[str, str] = {}
+    mtimes: dict[str, float] = {}
     for folder in sorted(folders):
-        bad.update(_load_folder(con, folder, folders[folder]))
-    return bad
+        bad.update(_load_folder(con, folder, folders[folder], mtimes))
+    return bad, mtimes
 
