@@ -195,3 +195,16 @@ def test_no_parts_yet(tmp_path):
     layout = Layout(tmp_path)
     _split(layout, 0, ["a"])
     assert cached(layout) == direct(layout)
+
+
+def test_status_writes_nothing_in_the_shard_folders(tmp_path):
+    """A shard folder is the generate rule's input: a file written there by status would make the next `snakemake`
+    rerun the shard."""
+    layout = _layout(tmp_path)
+    before = {s: os.stat(layout.shard_dir(s)).st_mtime_ns for s in (0, 1)}
+    _warm(layout)
+    _commit(layout, 0, ["late"])
+    after_commit = os.stat(layout.shard_dir(0)).st_mtime_ns
+    cached(layout)
+    assert os.stat(layout.shard_dir(0)).st_mtime_ns == after_commit
+    assert os.stat(layout.shard_dir(1)).st_mtime_ns == before[1]

@@ -8,7 +8,6 @@ from pathlib import Path
 SHARD_WILDCARD = "{shard}"
 SHARD_REGEX = r"\d{3}"  # what the wildcard matches: a shard's NNN
 PARTS_INDEX = "parts-index.jsonl"
-STATUS_CACHE = "status-cache.parquet"
 ATTEMPTS = "attempts.jsonl"
 HEARTBEAT = "heartbeat.json"
 
@@ -59,9 +58,12 @@ def parts_index_path(folder: Path) -> Path:
 
 
 def status_cache_path(folder: Path) -> Path:
-    """The light columns of a folder's committed parts as `shardgen status` read them last (generate/status_cache.py):
-    a cache only, rebuilt from the parts whenever it is missing, damaged or out of date."""
-    return Path(folder) / STATUS_CACHE
+    """The light columns of a shard folder's committed parts as `shardgen status` read them last
+    (generate/status_cache.py): a cache only, rebuilt from the parts whenever it is missing, damaged or out of date.
+    Under results/.shardgen, not in the shard folder: the shard folder is the generate rule's input, and a write
+    there would make Snakemake rerun the shard."""
+    folder = Path(folder)
+    return folder.parent.parent / ".shardgen" / "status-cache" / f"{folder.name}.parquet"
 
 
 def quarantine_dir(folder: Path) -> Path:

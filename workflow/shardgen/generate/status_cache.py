@@ -1,5 +1,6 @@
 """The light columns (checkpoint.LIGHT_COLUMNS) of every committed part, as `shardgen status` and its ETA read them,
-without opening every part each call. Each shard folder keeps status-cache.parquet (layout.status_cache_path): the
+without opening every part each call. Each shard folder has a cache (layout.status_cache_path, under
+results/.shardgen: a write in the shard folder would make Snakemake rerun the shard): the
 light rows of the parts its footer lists by (name, size, mtime_ns, inode), each row with its part's name in place
 of its path. A committed part never changes (written once by atomic rename; it can only disappear), so a call keeps
 the cached rows of listed parts still there unchanged, reads only the parts not listed, and rewrites the cache
@@ -98,9 +99,8 @@ def _write_cache(con: duckdb.DuckDBPyConnection, cache: Path, prefix: str, manif
     table = con.sql(f"SELECT {_CACHED}, filename[{len(prefix) + 1}:] AS part FROM parts WHERE "
                     f"starts_with(filename, {db.quote(prefix)}) ORDER BY filename, file_row_number").to_arrow_table()
     meta = {VERSION_KEY: VERSION, MANIFEST_KEY: json.dumps(manifest, sort_keys=True)}
-    if not cache.parent.is_dir():  # moved away meanwhile (reset): never make an empty shard folder again
-        return
     try:
+        cache.parent.mkdir(parents=True, exist_ok=True)
         with committed(cache) as tmp:
             pq.write_table(table.replace_schema_metadata(meta), tmp, compression="zstd")
     except OSError as err:  # read-only results, a full disk: status still answers, reading the parts next time
