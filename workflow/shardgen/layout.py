@@ -57,6 +57,15 @@ def parts_index_path(folder: Path) -> Path:
     return Path(folder) / PARTS_INDEX
 
 
+def status_cache_path(folder: Path) -> Path:
+    """The light columns of a shard folder's committed parts as `shardgen status` read them last
+    (generate/status_cache.py): a cache only, rebuilt from the parts whenever it is missing, damaged or out of date.
+    Under results/.shardgen, not in the shard folder: the shard folder is the generate rule's input, and a write
+    there would make Snakemake rerun the shard."""
+    folder = Path(folder)
+    return folder.parent.parent / ".shardgen" / "status-cache" / f"{folder.name}.parquet"
+
+
 def quarantine_dir(folder: Path) -> Path:
     """Where unreadable parts are moved (never deleted)."""
     return Path(folder) / "quarantine"

@@ -164,6 +164,14 @@ def _connect(layout: Layout, prompts: str | None, skip: set[str] = frozenset()) 
     return con
 
 
+def define_status_views(con: duckdb.DuckDBPyConnection, prompts: str) -> None:
+    """Over a `parts` table already in `con` (the parts' LIGHT_COLUMNS, as _connect reads them; status takes them
+    from generate/status_cache.py): the prompt set `prompts` (SQL) and the winners script."""
+    db.create_empty(con, "_prompts_contract", tables.PROMPTS)  # for prompts SQL that fills missing columns
+    con.execute(f"CREATE VIEW prompts AS {prompts}")
+    db.define_views(con, "winners")
+
+
 def open_parts(layout: Layout, prompts: str | None = None, *,
                move_unreadable: bool) -> tuple[duckdb.DuckDBPyConnection, dict[str, str]]:
     """(connection with the winners script run, unreadable parts); `prompts` (SQL) replaces the prompt set, as

@@ -6,8 +6,10 @@ import glob
 import os
 from dataclasses import dataclass, field
 
+import duckdb
+
 from shardgen import db
-from shardgen.generate import checkpoint
+from shardgen.generate import checkpoint, status_cache
 from shardgen.layout import Layout, part_files, parts_index_path
 
 
@@ -85,7 +87,10 @@ def _read_progress(layout: Layout) -> RunProgress:
     shards = {s: ShardProgress() for s in layout.split_shards()}
     if not shards:
         return RunProgress(shards, 0)
-    con, unreadable = checkpoint.open_parts(layout, _split_prompts(layout), move_unreadable=False)
+    # committed parts never change: their light columns come from each folder's status cache, plus the parts new since
+    con = duckdb.connect()
+    unreadable, mtimes = status_cache.load_parts(con, layout)
+    checkpoint.define_status_views(con, _split_prompts(layout))
     for row in db.query(con, "shard_progress"):
         for key in ("committed", "conversations", "turns", "max_turn", "output_tokens", "budget_spent"):
             setattr(shards[row["shard"]], key, int(row[key]))
@@ -93,15 +98,18 @@ def _read_progress(layout: Layout) -> RunProgress:
     for shard, state in shards.items():
         folder = layout.shard_dir(shard)
         index = checkpoint.read_index(folder)
+        names = set()
         for path in part_files(folder):
+            names.add(path.name)
             row = parts.get(str(path))
             if row is None:
                 if str(path) in unreadable:
                     state.lost.append(f"{path.name} unreadable")
                 continue
-            state.commits.append(Commit(row["attempt"], path.stat().st_mtime, row["rows"], int(row["output_tokens"])))
+            at = mtimes[str(path)] if str(path) in mtimes else path.stat().st_mtime  # stat'ed once, by load_parts
+            state.commits.append(Commit(row["attempt"], at, row["rows"], int(row["output_tokens"])))
             state.stale_rows += row["stale_rows"]
         state.lost += [f"{name} missing ({entry['rows']} rows)" for name, entry in index.items()
-                       if not (folder / name).exists()]
+                       if name not in names and not (folder / name).exists()]
         state.commits.sort(key=lambda c: c.at)
     return RunProgress(shards, sum(int(row["stale_rows"]) for row in parts.values()))
