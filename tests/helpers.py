@@ -1,6 +1,7 @@
 """Helpers shared by test modules (fixtures live in conftest.py): staged runs, part and dataset rows, the
 `shardgen generate` subprocess, the fake SGLang's path."""
 
+import asyncio
 import glob
 import json
 import os
@@ -214,3 +215,37 @@ def thinking_model(demo_model: Path, out: Path, template: str) -> Path:
     (out / "config.json").write_text(json.dumps({**config, "vocab_size": len(tokenizer)}))
     shutil.copy(demo_model / "generation_config.json", out / "generation_config.json")
     return out
+
+
+class FakeEngine:
+    """Test-only engine over a chat-template tokenizer: `reply(prompt text)` gives each request's answer text and
+    finish reason; a stop adds the end-of-turn token, and the text is decoded from the ids as the real engines do.
+    Every request's prompt_ids are kept in `prompts`."""
+
+    def __init__(self, name: str, tokenizer, max_running_requests: int):
+        from shardgen.engines import EngineInfo
+
+        self.info = EngineInfo(name, max_running_requests=max_running_requests, record={"backend": name})
+        self.tokenizer, self.prompts = tokenizer, []
+        self.end = tokenizer.convert_tokens_to_ids("<|im_end|>")
+
+    def reply(self, prompt: str) -> tuple[str, str]:
+        raise NotImplementedError
+
+    async def generate(self, request):
+        from shardgen.engines import Result
+
+        self.prompts.append(request.prompt_ids)
+        text, reason = self.reply(self.tokenizer.decode(request.prompt_ids))
+        ids = self.tokenizer(text, add_special_tokens=False).input_ids + ([self.end] if reason == "stop" else [])
+        await asyncio.sleep(0)
+        return Result(ids, self.tokenizer.decode(ids, skip_special_tokens=True), reason, len(request.prompt_ids))
+
+    def run(self, coro):
+        return asyncio.run(coro)
+
+    def kill(self):
+        raise AssertionError(f"the {self.info.backend} engine is never killed")
+
+    def close(self):
+        pass

@@ -4,7 +4,6 @@ script's text, tokenized by the model's tokenizer, plus the end-of-turn token wh
 them), and the text decoded from those ids with special tokens skipped (as the engines do). qwen3_model: the
 fixture of a Qwen3-style model folder (import it into a test module to use it)."""
 
-import asyncio
 import json
 from pathlib import Path
 
@@ -12,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from helpers import stage
+from helpers import FakeEngine, stage
 
 REPO = Path(__file__).resolve().parents[2]
 USER = "<|im_start|>user\n"
@@ -31,34 +30,15 @@ SCRIPT = {
 }
 
 
-class ScriptedEngine:
+class ScriptedEngine(FakeEngine):
     """Test-only engine: the last user turn of the prompt names the answer (SCRIPT)."""
-    def __init__(self, tokenizer, script=SCRIPT):
-        from shardgen.engines import EngineInfo
 
-        self.info = EngineInfo("scripted", max_running_requests=4, record={"backend": "scripted"})
-        self.tokenizer = tokenizer
-        self.end = tokenizer.convert_tokens_to_ids("<|im_end|>")
+    def __init__(self, tokenizer, script=SCRIPT):
+        super().__init__("scripted", tokenizer, max_running_requests=4)
         self.answers = {user: (text, reason) for _, turns in script.values() for user, text, reason in turns}
 
-    async def generate(self, request):
-        from shardgen.engines import Result
-
-        prompt = self.tokenizer.decode(request.prompt_ids)
-        user = prompt[prompt.rindex(USER) + len(USER):].split("<|im_end|>")[0]
-        text, reason = self.answers[user]
-        ids = self.tokenizer(text, add_special_tokens=False).input_ids + ([self.end] if reason == "stop" else [])
-        await asyncio.sleep(0)
-        return Result(ids, self.tokenizer.decode(ids, skip_special_tokens=True), reason, len(request.prompt_ids))
-
-    def run(self, coro):
-        return asyncio.run(coro)
-
-    def kill(self):
-        raise AssertionError("the scripted engine is never killed")
-
-    def close(self):
-        pass
+    def reply(self, prompt: str) -> tuple[str, str]:
+        return self.answers[prompt[prompt.rindex(USER) + len(USER):].split("<|im_end|>")[0]]
 
 
 def scripted_run(model_dir: Path, tmp: Path, *, on_length: str = "end_conversation", script=SCRIPT,

@@ -8,12 +8,11 @@ reasoning), and `enable_thinking: false` makes the generation prompt close an em
 QWEN3_CHAT_TEMPLATE=FILE runs the same tests on another template file (say Qwen3's own, from a model folder).
 The engine is a test-only fake that answers `<think>reasoning k</think>answer k` to the k-th user turn."""
 
-import asyncio
 import json
 from pathlib import Path
 
 import pytest
-from helpers import TEMPLATE, load, run_merge, stage, thinking_model
+from helpers import TEMPLATE, FakeEngine, load, run_merge, stage, thinking_model
 
 USERS = {"think": ["What is a river?", "And a lake?", "Which is bigger?"],
          "plain": ["Name a planet.", "Another one?", "And a third?"]}
@@ -46,34 +45,14 @@ def render(tokenizer, messages, generation_prompt=True, **kwargs) -> list[int]:
     return tokenizer(text, add_special_tokens=False).input_ids
 
 
-class ThinkingEngine:
-    """Test-only fake engine: answers the k-th user turn of a prompt with answer(k) and the end-of-turn token, its
-    text decoded from those ids as the real engines do."""
+class ThinkingEngine(FakeEngine):
+    """Test-only fake engine: answers the k-th user turn of a prompt with answer(k) and the end-of-turn token."""
 
     def __init__(self, tokenizer):
-        from shardgen.engines import EngineInfo
+        super().__init__("fake-thinking", tokenizer, max_running_requests=2)
 
-        self.info = EngineInfo("fake-thinking", max_running_requests=2, record={"backend": "fake-thinking"})
-        self.tokenizer, self.prompts = tokenizer, []
-        self.end = tokenizer.convert_tokens_to_ids("<|im_end|>")
-
-    async def generate(self, request):
-        from shardgen.engines import Result
-
-        self.prompts.append(request.prompt_ids)
-        k = self.tokenizer.decode(request.prompt_ids).count("<|im_start|>user")
-        ids = self.tokenizer(answer(k), add_special_tokens=False).input_ids + [self.end]
-        await asyncio.sleep(0)
-        return Result(ids, self.tokenizer.decode(ids, skip_special_tokens=True), "stop", len(request.prompt_ids))
-
-    def run(self, coro):
-        return asyncio.run(coro)
-
-    def kill(self):
-        raise AssertionError("the fake engine is never killed")
-
-    def close(self):
-        pass
+    def reply(self, prompt: str) -> tuple[str, str]:
+        return answer(prompt.count("<|im_start|>user")), "stop"
 
 
 @pytest.fixture(scope="module")
