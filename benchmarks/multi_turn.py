@@ -47,6 +47,8 @@ from shardgen.prompts.split import split
 
 SGLANG = {"backend": "sglang", "mem_fraction_static": 0.85, "max_running_requests": 256,
           "args": {"load_format": "dummy", "attention_backend": "fa3", "mamba_ssm_dtype": "bfloat16"}}
+# `make --engine shipped`: the shipped defaults (mamba_strategy auto), with only what dummy weights need.
+SHIPPED = {"backend": "sglang", "args": {"load_format": "dummy", "attention_backend": "fa3"}}
 TRANSFORMERS = {"backend": "transformers", "max_running_requests": 8}  # the CPU demo engine, for the smoke test
 SYLLABLES = ["ka", "lo", "mi", "ne", "ru", "ta", "vo", "shi", "en", "qua", "dor", "pel", "ix", "ur", "sa", "be"]
 GENERATED = ("stop", "length")
@@ -57,7 +59,7 @@ def _words(rng: random.Random, n: int) -> str:
 
 
 def make(out: Path, model: str, conversations: int, max_new_tokens: int, seed: int, backend: str,
-         max_words: int) -> Path:
+         max_words: int, engine_settings: str = "fixed") -> Path:
     rng = random.Random(seed)
     out.mkdir(parents=True, exist_ok=True)
     with open(out / "chat.jsonl", "w") as f:
@@ -69,7 +71,8 @@ def make(out: Path, model: str, conversations: int, max_new_tokens: int, seed: i
                           {"from": "gpt", "value": _words(rng, 8)}]  # the reference: regenerated, never sent
             f.write(json.dumps({"conversations": turns}) + "\n")
     # The cache_dir is absolute: every arm's fresh results dir shares the compiled kernels.
-    engine = {**(SGLANG if backend == "sglang" else TRANSFORMERS), "cache_dir": str((out / "engine-cache").resolve())}
+    settings = TRANSFORMERS if backend != "sglang" else SHIPPED if engine_settings == "shipped" else SGLANG
+    engine = {**settings, "cache_dir": str((out / "engine-cache").resolve())}
     config = {"results_dir": str((out / "runs" / "each_turn").resolve()), "model": {"path": model},
               "engine": engine, "gpus": 1 if backend == "sglang" else 0, "shards": 1,
               "defaults": {"temperature": 0.8, "top_p": 1.0, "max_new_tokens": max_new_tokens}, "seed": seed,
@@ -163,7 +166,8 @@ def arms(config_path: Path, out: Path, order: list[str], radix_strategy: str, wa
         "arms": {}, "warm_ups": {}}
     for name in order:
         arm, label = name.split(":")
-        strategy = "no_radix" if label == "no_radix" else radix_strategy
+        # auto: the shipped choice, resolved per arm from its work (each_turn: a prefix cache; single turns: not)
+        strategy = label if label in ("no_radix", "auto") else radix_strategy
         if warm_up and label not in result["warm_ups"]:
             # A strategy's first engine compiles kernels its cache_dir lacks and stalls (~20 s, see the README's
             # engine-start section): a short untimed run takes that, not the first timed arm.
@@ -175,7 +179,7 @@ def arms(config_path: Path, out: Path, order: list[str], radix_strategy: str, wa
         result["each_turn_over_single_turn_output_tps"] = {
             label: round(result["arms"][f"each_turn:{label}"]["output_tps"] /
                          result["arms"][f"single_turn:{label}"]["output_tps"], 4)
-            for label in ("no_radix", "radix")
+            for label in ("no_radix", "radix", "auto")
             if {f"each_turn:{label}", f"single_turn:{label}"} <= result["arms"].keys()}
         out.write_text(json.dumps(result, indent=1, default=str) + "\n")
         print(json.dumps({k: v for k, v in arm_result.items() if k not in ("engine", "cached_tokens_by_turn")}),
@@ -192,6 +196,8 @@ def main() -> None:
     ap.add_argument("--max-new-tokens", type=int, default=192)
     ap.add_argument("--max-words", type=int, default=400, help="make: words per user turn at most")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--engine", choices=["fixed", "shipped"], default="fixed",
+                    help="make: the fixed SGLang settings above, or the shipped defaults (arms labelled auto)")
     ap.add_argument("--backend", choices=["sglang", "transformers"], default="sglang",
                     help="make: transformers = the CPU demo engine (smoke test)")
     ap.add_argument("--config", type=Path, help="arms: make's each_turn.yaml")
@@ -204,7 +210,7 @@ def main() -> None:
     args = ap.parse_args()
     if args.mode == "make":
         print(make(args.out, args.model, args.conversations, args.max_new_tokens, args.seed, args.backend,
-                   args.max_words))
+                   args.max_words, args.engine))
     else:
         result = arms(args.config, args.out, args.arms.split(","), args.radix_strategy, args.warm_up)
         print(json.dumps({"each_turn_over_single_turn_output_tps": result["each_turn_over_single_turn_output_tps"]}))

@@ -36,6 +36,8 @@ SOURCES = [  # name, rows, max_new_tokens: config/config.yaml's order
     ("reasoning", 30, 3072), ("web", 60, 1536), ("code", 200, 768), ("chat", 2400, 256)]
 ENGINE = {"backend": "sglang", "mem_fraction_static": 0.85, "mamba_strategy": "no_radix", "max_running_requests": 256,
           "args": {"load_format": "dummy", "attention_backend": "fa3", "mamba_ssm_dtype": "bfloat16"}}
+# `make --engine shipped`: the shipped defaults (the schema's engine section), with only what dummy weights need.
+SHIPPED = {"backend": "sglang", "args": {"load_format": "dummy", "attention_backend": "fa3"}}
 SYLLABLES = ["ka", "lo", "mi", "ne", "ru", "ta", "vo", "shi", "en", "qua", "dor", "pel", "ix", "ur", "sa", "be"]
 
 
@@ -44,11 +46,11 @@ def _words(rng: random.Random, n: int) -> str:
 
 
 def make(out: Path, model: str, seed: int, scale: float, limit_cap: int | None = None,
-         checkpoint_seconds: float | None = None) -> Path:
+         checkpoint_seconds: float | None = None, engine: str = "fixed", mix: list | None = None) -> Path:
     rng = random.Random(seed)
     out.mkdir(parents=True, exist_ok=True)
     sources = []
-    for name, rows, limit in SOURCES:
+    for name, rows, limit in mix or SOURCES:
         limit = min(limit, limit_cap or limit)
         with open(out / f"{name}.jsonl", "w") as f:
             for i in range(max(1, round(rows * scale))):
@@ -56,7 +58,8 @@ def make(out: Path, model: str, seed: int, scale: float, limit_cap: int | None =
                 f.write(json.dumps({"prompt": f"[{name} {i}] " + _words(rng, words)}) + "\n")
         sources.append({"name": name, "path": str((out / f"{name}.jsonl").resolve()), "format": "prompt",
                         "sampling": {"max_new_tokens": limit}})
-    config = {"results_dir": str((out / "results").resolve()), "model": {"path": model}, "engine": ENGINE, "gpus": 1,
+    config = {"results_dir": str((out / "results").resolve()), "model": {"path": model},
+              "engine": SHIPPED if engine == "shipped" else ENGINE, "gpus": 1,
               "shards": 1, "defaults": {"temperature": 0.8, "top_p": 1.0}, "seed": seed, "sources": sources}
     if checkpoint_seconds:
         config["checkpoint"] = {"every_seconds": checkpoint_seconds}
@@ -121,7 +124,9 @@ def arms(config_path: Path, out: Path, order: list[str]) -> None:
     layout = prepare_inputs(Config.from_dict({**config.raw, "results_dir": str(bench.root)}))
     by_order = {"a": pq.read_table(layout.prompts).to_pylist(), "a_prime": pq.read_table(layout.split(0)).to_pylist()}
     t0 = time.perf_counter()
-    with open_engine(config, ModelInfo.from_config(config.model), bench.root / "engine") as engine:
+    # The work goes with the start, as generate gives it: `mamba_strategy: auto` resolves from it.
+    with open_engine(config, ModelInfo.from_config(config.model), bench.root / "engine",
+                     work=by_order["a_prime"]) as engine:
         result = {"engine_start_s": round(time.perf_counter() - t0, 1), "arms": {}}
         run_arm(engine, [{**r, "max_new_tokens": 16} for r in by_order["a"][:64]], "warm-up", bench.root / "engine")
         for name in order:
@@ -149,7 +154,8 @@ def collect(config_path: Path, arms_path: Path, workflow_wall: float, out: Path)
     done = json.loads(layout.done(0).read_text())
     result = {"workload": "variable_length", "sglang_version": done["engine"]["version"],
               "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-              "sources": [{"name": s, "rows": r, "max_new_tokens": m} for s, r, m in SOURCES],
+              "sources": [{"name": s["name"], "rows": sum(1 for _ in open(s["path"])),
+                           "max_new_tokens": s["sampling"]["max_new_tokens"]} for s in config.raw["sources"]],
               "engine_config": config.engine.as_dict(),
               "shardgen_over_engine_output_tps": round(b["output_tps"] / a_prime["output_tps"], 4),
               "shardgen_over_dataset_order_output_tps": round(b["output_tps"] / a["output_tps"], 4),
@@ -170,13 +176,19 @@ def main() -> None:
     ap.add_argument("--scale", type=float, default=1.0, help="make: rows per source x this")
     ap.add_argument("--limit-cap", type=int, help="make: no source's max_new_tokens above this")
     ap.add_argument("--checkpoint-seconds", type=float, help="make: commit a part at least this often")
+    ap.add_argument("--engine", choices=["fixed", "shipped"], default="fixed",
+                    help="make: the fixed settings above, or the shipped defaults (mamba_strategy auto)")
+    ap.add_argument("--mix", help="make: sources as name:rows:max_new_tokens,... (default: SOURCES)")
     ap.add_argument("--config", type=Path)
     ap.add_argument("--order", default="a,a_prime", help="arms: which, in this order")
     ap.add_argument("--arms", type=Path, help="collect: the arms' JSON")
     ap.add_argument("--wall", type=float, default=0.0, help="collect: the whole workflow's wall seconds")
     args = ap.parse_args()
     if args.mode == "make":
-        print(make(args.out, args.model, args.seed, args.scale, args.limit_cap, args.checkpoint_seconds))
+        mix = [(name, int(rows), int(limit)) for name, rows, limit in
+               (item.split(":") for item in args.mix.split(","))] if args.mix else None
+        print(make(args.out, args.model, args.seed, args.scale, args.limit_cap, args.checkpoint_seconds, args.engine,
+                   mix))
     elif args.mode == "arms":
         arms(args.config, args.out, args.order.split(","))
     else:

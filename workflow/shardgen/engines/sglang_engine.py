@@ -34,7 +34,7 @@ class SGLangEngine:
 
     def __init__(self, config, model, workdir: Path, *, device: str = "cuda", watchdog=None,
                  extra_sampling: dict | None = None, work: Sequence[dict] = ()):
-        engine, self.auto, self.cap_auto = config.engine, None, None
+        engine, self.auto, self.cap_auto, self.prefill_auto = config.engine, None, None, None
         if engine.mamba_strategy == "auto":
             self.auto = mamba_auto.resolve(work)
             engine = dataclasses.replace(engine, mamba_strategy=self.auto.strategy)
@@ -46,6 +46,8 @@ class SGLangEngine:
 
         if self.auto:
             engine = self._size_running_cap(engine, model.path, work)
+        if "prefill_max_requests" in server_arg_names(ServerArgs):
+            engine = self._limit_prefill(engine, model.path)
         self.args = build_server_args(engine, str(model.path), server_arg_names(ServerArgs), seed=config.seed,
                                       trust_remote_code=model.trust_remote_code)
         self.stop_ids = model.stop_token_ids
@@ -79,6 +81,8 @@ class SGLangEngine:
         if self.auto:
             record["mamba_strategy_auto"] = self.auto.as_dict()
             record["running_cap_auto"] = self.cap_auto.as_dict()
+        if self.prefill_auto:
+            record["prefill_limit_auto"] = self.prefill_auto.as_dict()
         return self.info_from_record(record)
 
     def _size_running_cap(self, engine: EngineConfig, model_path: Path, work: Sequence[dict]) -> EngineConfig:
@@ -92,6 +96,20 @@ class SGLangEngine:
         if self.cap_auto.max_running_requests is None:
             return engine
         return dataclasses.replace(engine, max_running_requests=self.cap_auto.max_running_requests)
+
+    def _limit_prefill(self, engine: EngineConfig, model_path: Path) -> EngineConfig:
+        """Under a prefix cache, at most as many admissions per prefill batch as their state copies fit beside the
+        static pools (sglang_running_cap.prefill_limit): the default run must not die out of memory there."""
+        from sglang.srt.utils import get_device_memory_capacity
+
+        model_config = json.loads((Path(model_path) / "config.json").read_text())
+        self.prefill_auto = sglang_running_cap.prefill_limit(engine, model_config, get_device_memory_capacity())
+        log.info("prefill limit auto: %s, as %s", self.prefill_auto.prefill_max_requests or "SGLang's own",
+                 self.prefill_auto.why)
+        if self.prefill_auto.prefill_max_requests is None:
+            return engine
+        return dataclasses.replace(engine, args={**engine.args,
+                                                 "prefill_max_requests": self.prefill_auto.prefill_max_requests})
 
     @classmethod
     def info_from_record(cls, record: dict) -> EngineInfo:

@@ -18,7 +18,14 @@ tokens_per_request is the work's mean prompt + max_new_tokens: room for the runn
 limits on average, while each holds less (it is part-way through its answer), so whatever lengths the answers
 reach the KV cache is not what runs short (no retractions), and the state pool is full. On the H200 logs in
 tests/data/sglang-logs the memory estimated for the pools is within 1% of what SGLang allocated, on the low side.
-What SGLang did allocate is in the same done record (`startup`), beside this choice."""
+What SGLang did allocate is in the same done record (`startup`), beside this choice.
+
+With the prefix cache on, the pools are SGLang's to size, but one transient is not: every request admitted on a
+cached prefix gets its mamba state copied (copy-on-write), and since sglang PR #24954 all of a prefill batch's
+copies are made at once, in a temporary outside the static pools. On the H200 a batch of ~145 such admissions (a
+shared template prefix, 97 MiB of float32 state each) asked 14.16 GiB with 3.76 GiB free and the scheduler died.
+`prefill_limit` bounds the requests one prefill batch admits (SGLang's `prefill_max_requests`) so that copy fits in
+a share of the memory SGLang leaves outside mem_fraction_static."""
 
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -36,6 +43,10 @@ START_OVERHEAD = int(1.5 * GIB)
 CAP_LIMIT = 1024
 # engine.args that size the pools or the cap themselves: with one of them set, the user chose.
 USER_SIZING_ARGS = ("max_running_requests", "max_mamba_cache_size", "max_total_tokens")
+# The prefix cache's copy-on-write temporary may take this share of the memory outside mem_fraction_static (the
+# rest holds activations, CUDA graphs and the sampler: at 0.9 on the H200, 3.76 of 14 GiB was left free when it
+# died); it holds the gathered states and their copies, two states per admitted request.
+COW_SHARE, COW_STATES_PER_REQUEST = 0.25, 2
 
 
 @dataclass(frozen=True)
@@ -90,3 +101,39 @@ def choose(engine: EngineConfig, model_config: dict, work: Sequence[dict], gpu_m
                      f"{sizes['state_mib_per_request']} MiB state and {sizes['tokens_per_request']} tokens of KV "
                      f"({sizes['kv_kib_per_token']} KiB each)" + (f", capped at {CAP_LIMIT}, the most measured"
                                                                   if fits > CAP_LIMIT else ""), sizes)
+
+
+@dataclass(frozen=True)
+class PrefillChoice:
+    """What the prefix cache's admissions per prefill batch were bounded to (None: left to SGLang), why, and the
+    sizes: recorded in the done file's engine section as `prefill_limit_auto`."""
+    prefill_max_requests: int | None
+    why: str
+    sizes: dict = field(default_factory=dict)
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def prefill_limit(engine: EngineConfig, model_config: dict, gpu_mib: float | None) -> PrefillChoice:
+    """The most requests one prefill batch may admit under a prefix-cache strategy (`prefill_max_requests`), so the
+    one-batch copy-on-write of their mamba states fits beside the static pools; None: nothing to bound."""
+    if "prefill_max_requests" in engine.args:
+        return PrefillChoice(None, f"engine.args sets prefill_max_requests ({engine.args['prefill_max_requests']}): kept")
+    if engine.mamba_strategy == "no_radix":
+        return PrefillChoice(None, "no_radix: no prefix cache, no state copied on admission")
+    shape = ModelShape(model_config)
+    if not shape.is_hybrid:
+        return PrefillChoice(None, "not a Nemotron-H hybrid config: no mamba state to copy on admission")
+    if not gpu_mib:
+        return PrefillChoice(None, "SGLang reports no GPU memory (get_device_memory_capacity): nothing to size from")
+    state = shape.state_bytes_per_request(DTYPE_BYTES[shape.dtypes(run_settings(engine.args))["ssm_state"]])
+    fraction = float(engine.args.get("mem_fraction_static", engine.mem_fraction_static))
+    budget = gpu_mib * MIB * (1 - fraction) * COW_SHARE
+    limit = max(1, int(budget // (COW_STATES_PER_REQUEST * state)))
+    sizes = {"gpu_mib": gpu_mib, "mem_fraction_static": fraction, "cow_budget_gib": round(budget / GIB, 2),
+             "state_mib_per_request": round(state / MIB, 2), "prefill_max_requests": limit}
+    return PrefillChoice(limit, f"{engine.mamba_strategy} copies the mamba state of each request admitted on a cached "
+                     f"prefix, a prefill batch at once: {limit} admissions of {sizes['state_mib_per_request']} MiB "
+                     f"(x{COW_STATES_PER_REQUEST}) fit the {sizes['cow_budget_gib']} GiB budgeted outside "
+                     "mem_fraction_static", sizes)
