@@ -108,3 +108,15 @@ def test_auto_gives_each_turn_conversations_the_prefix_cache(generate_auto, writ
     assert engine["resolved"]["mamba_radix_cache_strategy"] == "no_buffer"
     assert "mamba_strategy auto: no_buffer, as 6 of 6 prompts are conversations regenerated each_turn" in log
 
+
+def test_the_prefix_cache_bounds_admissions_per_prefill_batch(generate_auto, write_jsonl):
+    rows = [{"conversations": [{"from": "human", "value": f"Question {i}?"}, {"from": "gpt", "value": "An answer."},
+                               {"from": "human", "value": "And then?"}, {"from": "gpt", "value": "Another."}]}
+            for i in range(6)]
+    engine, log = generate_auto({"name": "chat", "path": write_jsonl("chat.jsonl", rows), "format": "sharegpt",
+                                 "multi_turn": "each_turn"}, FAKE_SGLANG_GPU_MIB="81559")
+    limit = engine["prefill_limit_auto"]["prefill_max_requests"]
+    assert limit >= 1 and engine["server_args"]["prefill_max_requests"] == limit
+    assert engine["resolved"].get("prefill_max_requests", limit) == limit
+    assert re.search(rf"prefill limit auto: {limit}, as no_buffer copies the mamba state", log)
+

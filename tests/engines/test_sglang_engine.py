@@ -37,14 +37,21 @@ def server_args(cfg: Config, fields: set[str]) -> dict:
 
 
 def test_strategy_and_graph_limit_follow_the_installed_field_names():
-    old = server_args(config(max_running_requests=512), FIELDS_0513)
+    old = server_args(config(mamba_strategy="no_buffer", max_running_requests=512), FIELDS_0513)
     assert old["mamba_scheduler_strategy"] == "no_buffer" and old["cuda_graph_max_bs"] == 512
     assert "disable_overlap_schedule" not in old  # 0.5.13 switches overlap off itself
     assert (old["random_seed"], old["log_level"], old["mem_fraction_static"]) == (5, "info", 0.90)
-    new = server_args(config(max_running_requests=512), FIELDS_0517)
+    new = server_args(config(mamba_strategy="no_buffer", max_running_requests=512), FIELDS_0517)
     assert new["mamba_radix_cache_strategy"] == "no_buffer" and new["cuda_graph_max_bs_decode"] == 512
     assert new["disable_overlap_schedule"] is True  # asserted by SGLang from 0.5.14
-    assert "cuda_graph_max_bs_decode" not in server_args(config(), FIELDS_0517)
+    assert "cuda_graph_max_bs_decode" not in server_args(config(mamba_strategy="no_buffer"), FIELDS_0517)
+
+
+def test_auto_never_reaches_sglang_unresolved():
+    # SGLang has its own `auto` strategy (no_buffer or extra_buffer, the prefix cache on): passing shardgen's
+    # through would silently run another choice than the one recorded.
+    with pytest.raises(ValueError, match="unresolved"):
+        server_args(config(), FIELDS_0517)
 
 
 @pytest.mark.parametrize("fields", [FIELDS_0513, FIELDS_0517])
@@ -62,7 +69,7 @@ def test_extra_buffer_keeps_overlap_and_old_spellings_are_translated():
 
 def test_unknown_argument_fails_naming_it_and_the_closest_names():
     with pytest.raises(ConfigError, match=r"does not know 'attention_backends' \(closest: attention_backend"):
-        server_args(config(args={"attention_backends": "fa3"}), FIELDS_0517)
+        server_args(config(mamba_strategy="no_buffer", args={"attention_backends": "fa3"}), FIELDS_0517)
 
 
 def test_logged_and_resolved_arguments_are_read_back_under_either_name():
@@ -91,7 +98,7 @@ def test_generate_through_the_adapter(make_config, write_jsonl, version, monkeyp
     monkeypatch.setenv("SHARDGEN_GPU_LOCK_DIR", str(Path(write_jsonl("x", [])).parent / "locks"))
     rows = [{"query": f"Question {i}: " + "why " * i} for i in range(40)]
     cfg = make_config([{"name": "q", "path": write_jsonl("q.jsonl", rows), "format": "query_response"}],
-                      engine={"backend": "sglang", "max_running_requests": 6, "inflight": 2.0, "args": {}},
+                      engine={"backend": "sglang", "mamba_strategy": "no_buffer", "max_running_requests": 6, "inflight": 2.0, "args": {}},
                       gpus=1, checkpoint={"every_records": 8, "every_seconds": 1})
     layout = Layout(cfg.results)
     build_prompts(cfg, layout.prompts_dir)

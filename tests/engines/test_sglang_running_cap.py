@@ -8,11 +8,11 @@ import pytest
 
 from shardgen.config import Config
 from shardgen.engines import telemetry
-from shardgen.engines.sglang_running_cap import CAP_LIMIT, choose
+from shardgen.engines.sglang_running_cap import CAP_LIMIT, choose, prefill_limit
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 NH8B = json.loads((DATA / "models" / "nh8b" / "config.json").read_text())
-H200_MIB = 143_771  # nvidia-smi's memory.total
+H200_MIB, H100_MIB = 143_771, 81_559  # nvidia-smi's memory.total
 SEED_LIKE = [{"prompt_ids": [7] * 500, "max_new_tokens": 2048}] * 4  # 2,548 tokens a request at most
 
 
@@ -86,3 +86,26 @@ def test_without_gpu_memory_a_hybrid_pattern_or_requests_sglang_sizes_it():
     small = choose(no_radix, NH8B, SEED_LIKE, 16 * 1024)  # 16 GiB x 0.9 < the 15 GiB of weights + start-up
     assert small.max_running_requests is None and small.sizes["fits"] < 1
     assert small.why.startswith("no request fits")
+
+
+def test_the_prefix_cache_admits_per_prefill_batch_only_what_its_state_copies_fit_beside_the_pools():
+    # The H200 crash this prevents: no_buffer at mem_fraction_static 0.9, float32 state; the one-batch copy asked
+    # 14.16 GiB (~145 admissions of 97.41 MiB) with 3.76 GiB free.
+    h200 = prefill_limit(engine(mamba_strategy="no_buffer"), NH8B, H200_MIB)
+    state = h200.sizes["state_mib_per_request"]
+    assert (state, h200.prefill_max_requests) == (97.41, 18)
+    assert 2 * 18 * state / 1024 <= h200.sizes["cow_budget_gib"] < 3.76 < 14.16
+    assert prefill_limit(engine(mamba_strategy="no_buffer"), NH8B, H100_MIB).prefill_max_requests == 10
+    half_state = prefill_limit(engine(mamba_strategy="extra_buffer", args={"mamba_ssm_dtype": "bfloat16"}), NH8B,
+                               H200_MIB)
+    assert half_state.prefill_max_requests == 36
+    assert h200.why.startswith("no_buffer copies the mamba state of each request admitted on a cached prefix")
+
+
+@pytest.mark.parametrize("settings, why", [
+    ({"mamba_strategy": "no_radix"}, "no_radix: no prefix cache"),
+    ({"mamba_strategy": "no_buffer", "args": {"prefill_max_requests": 64}}, "engine.args sets prefill_max_requests"),
+])
+def test_no_prefill_limit_without_a_prefix_cache_or_where_the_user_set_one(settings, why):
+    choice = prefill_limit(engine(**settings), NH8B, H200_MIB)
+    assert choice.prefill_max_requests is None and choice.why.startswith(why)

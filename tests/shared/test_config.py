@@ -12,7 +12,7 @@ SOURCE = {"name": "m", "path": "x.jsonl", "format": "query_response"}
 def test_defaults_are_filled():
     config = Config.from_dict({"model": {"path": "m"}, "sources": [SOURCE]})
     assert config.engine.mem_fraction_static == 0.90
-    assert config.engine.mamba_strategy == "no_buffer"
+    assert config.engine.mamba_strategy == "auto"
     assert config.checkpoint.as_dict() == {"every_records": 512, "every_seconds": 60}
     assert config.sources[0].multi_turn == "first"
     assert config.n_shards == 8

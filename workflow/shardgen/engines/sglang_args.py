@@ -37,6 +37,8 @@ def _first_present(candidates: tuple[str, ...], names: set[str]) -> str | None:
 
 
 def _strategy_args(strategy: str, names: set[str]) -> dict:
+    if strategy == "auto":  # shardgen's auto is resolved from the work first; SGLang's own `auto` is another rule
+        raise ValueError("mamba_strategy auto reaches the server args unresolved (mamba_auto.resolve comes first)")
     if strategy == "no_radix":  # 1 mamba slot per request; overlap scheduling stays on; no strategy applies
         return {"disable_radix_cache": True}
     field = _first_present(STRATEGY_FIELDS, names)

@@ -13,7 +13,7 @@ _COMMON = [("model_path", str, None), ("tp_size", int, 1), ("dp_size", int, 1), 
 _RENAMED = {
     "0.5.13": [("mamba_scheduler_strategy", str, "auto"), ("cuda_graph_max_bs", int, None)],
     "0.5.17": [("mamba_radix_cache_strategy", str, "auto"), ("cuda_graph_max_bs_decode", int, None),
-               ("cuda_graph_max_bs_prefill", int, None)],
+               ("cuda_graph_max_bs_prefill", int, None), ("prefill_max_requests", int, None)],
 }
 ServerArgs = dataclasses.make_dataclass(
     "ServerArgs", [(n, t, dataclasses.field(default=d)) for n, t, d in _COMMON + _RENAMED[VERSION[:6]]])
