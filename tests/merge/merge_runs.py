@@ -150,3 +150,29 @@ def qwen3_real_model(demo_model, tmp_path_factory) -> Path:
     config = json.loads((demo_model / "config.json").read_text())
     (out / "config.json").write_text(json.dumps({**config, "vocab_size": 151669}))
     return out
+
+
+def flat(values) -> list[int]:
+    """A loader's row column as ints (SpecForge's processed rows hold [1, n] lists; FastChat's labels hold -100
+    where not trained)."""
+    values = values.tolist() if hasattr(values, "tolist") else values
+    return [int(v) for v in (values[0] if values and isinstance(values[0], list) else values)]
+
+
+def spans(input_ids, loss_mask) -> list[tuple[int, ...]]:
+    """The trained stretches of a row: each run of loss 1."""
+    out, current = [], []
+    for token, loss in zip(flat(input_ids), flat(loss_mask)):
+        if loss:
+            current.append(token)
+        elif current:
+            out, current = out + [tuple(current)], []
+    return out + [tuple(current)] * bool(current)
+
+
+def register(name: str, **fields) -> str:
+    """A SpecForge chat template registered under name (what README: Exports has a user run before training)."""
+    from specforge.data.template import TEMPLATE_REGISTRY, ChatTemplate
+
+    TEMPLATE_REGISTRY.register(name, ChatTemplate(**fields), override=True)
+    return name
