@@ -68,13 +68,15 @@ def test_text_exports_never_end_a_turn_cut_by_length(scripted):
                 if m["role"] == "assistant"] == answers
         assert [m["value"] for m in sharegpt[name]["conversations"] if m["from"] == "gpt"] == [
             row["completion"] for row in by_name[name][:turns]]  # ShareGPT has no reasoning field: the whole text
-    train = [json.loads(line) for line in layout.train.read_text().splitlines()]
-    carried = sorted((cid[row["prompt_id"]], sum(m["from"] == "gpt" for m in row["conversations"])) for row in train)
-    assert carried == sorted((name, t) for name, turns in expected.items() for t in range(1, turns + 1))
+    train = {cid[r["prompt_id"]]: r for r in map(json.loads, layout.train.read_text().splitlines())}
+    # one row per conversation: sharegpt.jsonl's rows with the dataset's prompt_id and source
+    assert {n: {k: r[k] for k in ("system", "conversations")} for n, r in train.items()} == \
+        {n: {k: r[k] for k in ("system", "conversations")} for n, r in sharegpt.items()}
+    assert {r["source"] for r in train.values()} == {"scripted"}
     manifest = json.loads(layout.export("manifest.json").read_text())["text_exports"]
     assert manifest == {
         "on_length": on_length, "reasoning_tags": ["<think>", "</think>"], "conversations": 5, "turns": 9,
-        "turns_cut_by_length": 2, "text_turns_left_out": 9 - sum(expected.values()),
+        "turns_cut_by_length": 2, "turns_stopped_on_other_token": 0, "text_turns_left_out": 9 - sum(expected.values()),
         "text_conversations_left_out": 5 - len(expected),
         "text_conversations_ended_early": int(on_length == "end_conversation"),
         "answers_with_reasoning": 5, "answers_reasoning_unclosed": 2,

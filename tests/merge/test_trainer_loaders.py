@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from merge_runs import qwen3_model, scripted_run  # noqa: F401 (qwen3_model: a fixture)
+from merge_runs import (QWEN3_SCRIPT, QWEN3_THINKING_OFF, qwen3_model, qwen3_real_model,  # noqa: F401
+                        register, scripted_run, spans)  # (qwen3_model, qwen3_real_model: fixtures)
 
 SCRIPTS = Path(__file__).resolve().parent / "specforge_scripts"
 # What README: Exports recommends for SpecForge's train_data_path: the model's end-of-turn token without the newline
@@ -41,33 +42,16 @@ def demo_engine_run(demo_model, tmp_path_factory):
     return scripted_run(demo_model, tmp_path_factory.mktemp("engine"), scripted=False)
 
 
-@pytest.fixture(scope="module", params=["demo_run", "qwen3_run", "demo_engine_run"])
+@pytest.fixture(scope="module")
+def qwen3_real_run(qwen3_real_model, tmp_path_factory):
+    """Qwen3's own tokenizer and template, thinking on and off, a stop on <|endoftext|> (merge_runs.QWEN3_SCRIPT)."""
+    return scripted_run(qwen3_real_model, tmp_path_factory.mktemp("qwen3-real"), script=QWEN3_SCRIPT,
+                        thinking_off=QWEN3_THINKING_OFF)
+
+
+@pytest.fixture(scope="module", params=["demo_run", "qwen3_run", "demo_engine_run", "qwen3_real_run"])
 def any_run(request):
     return request.getfixturevalue(request.param)
-
-
-def register(name: str, **fields) -> str:
-    from specforge.data.template import TEMPLATE_REGISTRY, ChatTemplate
-
-    TEMPLATE_REGISTRY.register(name, ChatTemplate(**fields), override=True)
-    return name
-
-
-def flat(values) -> list[int]:
-    """A loader's row column as ints (SpecForge's processed rows hold [1, n] lists)."""
-    values = values.tolist() if hasattr(values, "tolist") else values
-    return [int(v) for v in (values[0] if values and isinstance(values[0], list) else values)]
-
-
-def spans(input_ids, loss_mask) -> list[tuple[int, ...]]:
-    """The trained stretches of a row: each run of loss 1."""
-    out, current = [], []
-    for token, loss in zip(flat(input_ids), flat(loss_mask)):
-        if loss:
-            current.append(token)
-        elif current:
-            out, current = out + [tuple(current)], []
-    return out + [tuple(current)] * bool(current)
 
 
 def token_rows(layout, name: str) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
@@ -150,3 +134,15 @@ def test_specforge_reasoning_route_trains_each_turn_as_generated(qwen3_run, tmp_
     assert trained == Counter(tuple(row["output_ids"]) for name in ("both_stop", "last_cut")
                               for row in by_name[name][:2])
     assert len(dataset) == 4  # one event per assistant turn of both_stop and last_cut (ended before its cut turn)
+
+
+@pytest.mark.parametrize("name", ["turns", "tokens"])
+def test_the_parquet_token_exports_are_the_jsonl_rows_for_datasets(qwen3_real_run, name):
+    """The .parquet token exports are for DuckDB and `datasets` (neither trainer reads parquet: SpecForge reads
+    prompts_path as JSON lines, speculators takes .json/.jsonl only): the same rows as the .jsonl."""
+    from datasets import load_dataset
+
+    _, layout, _, _ = qwen3_real_run
+    loaded = load_dataset("parquet", data_files=str(layout.export(f"{name}.parquet")), split="train")
+    assert sorted((tuple(r["input_ids"]), tuple(r["loss_mask"])) for r in loaded) == \
+        sorted(token_rows(layout, f"{name}.jsonl"))

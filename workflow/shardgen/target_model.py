@@ -72,12 +72,14 @@ class ModelInfo:
         eos = json.loads(gen_config.read_text()).get("eos_token_id") if gen_config.is_file() else None
         eos = self.tokenizer.eos_token_id if eos is None else eos
         ids += eos if isinstance(eos, list) else [eos] if eos is not None else []
-        if (end_of_turn := self._end_of_turn_id()) is not None:
-            ids.append(end_of_turn)
+        if self.end_of_turn_id is not None:
+            ids.append(self.end_of_turn_id)
         return sorted(set(ids))
 
-    def _end_of_turn_id(self) -> int | None:
-        # The first special token the template puts right after an assistant turn's content.
+    @cached_property
+    def end_of_turn_id(self) -> int | None:
+        """The first special token the template puts right after an assistant turn's content: what a loader that
+        re-renders a conversation ends (and trains) every assistant turn with."""
         marker = "shardgen-end-of-turn-probe"
         text = self.tokenizer.apply_chat_template(
             [{"role": "user", "content": "hi"}, {"role": "assistant", "content": marker}], tokenize=False)

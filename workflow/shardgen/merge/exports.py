@@ -1,12 +1,14 @@
 """The exports merge writes beside train.jsonl, each in a format a drafter trainer loads as it is (README: Exports
-names the loader each one matches and the settings to use). DuckDB streams each from the dataset through the
-queries in workflow/sql/internal/ (text_turns, conversations, split_conversations, export_*); nothing is held in
-Python.
+names the loader each one matches, the settings to use and what each trains that the model did not generate).
+DuckDB streams each from the dataset through the queries in workflow/sql/internal/ (text_turns, conversations,
+split_conversations, export_*); nothing is held in Python.
 
-Token exports (turns.*, tokens.*) hold the ids the model generated, every turn as generated. Text exports
+Token exports (turns.*, tokens.*) hold the ids the model generated, every turn as generated; the .jsonl files are
+the trainers' (both read JSON lines only), the .parquet files the same rows for DuckDB and `datasets`. Text exports
 (sharegpt.jsonl, messages.jsonl, reasoning.jsonl and dataset/train.jsonl) are re-rendered by their loaders, which end
-every assistant turn with an end-of-turn token: they carry a conversation only up to its last turn that ended with a
-stop (exports.on_length), and messages/reasoning carry each answer's reasoning apart (model.reasoning_tags)."""
+every assistant turn with the template's end-of-turn token: they carry a conversation only up to its last turn that
+ended with that token (exports.on_length: a cut, or a stop on another stop token, would be trained as one), and
+messages/reasoning carry each answer's reasoning apart (model.reasoning_tags)."""
 
 import json
 from dataclasses import dataclass
@@ -20,9 +22,9 @@ from shardgen.merge import reasoning
 # file name -> (query, format)
 EXPORTS = {
     "turns.jsonl": ("export_turns", "json"),  # SpecForge prompts_path, speculators prepare_data: a row per turn
-    "turns.parquet": ("export_turns", "parquet"),  # the same rows for datasets.load_dataset("parquet") / hf: paths
+    "turns.parquet": ("export_turns", "parquet"),  # the same rows for DuckDB, datasets.load_dataset("parquet"); no trainer
     "tokens.jsonl": ("export_tokens", "json"),  # the same loaders: {id, input_ids, loss_mask}, a row per conversation
-    "tokens.parquet": ("export_tokens", "parquet"),
+    "tokens.parquet": ("export_tokens", "parquet"),  # the same rows for DuckDB and datasets; no trainer
     "sharegpt.jsonl": ("export_sharegpt", "json"),  # FastChat: {id, system, conversations[{from, value}]}
     "messages.jsonl": ("export_messages", "json"),  # SpecForge train_data_path: {id, conversations[{role, content, reasoning_content}]}
     "reasoning.jsonl": ("export_reasoning", "json"),  # SpecForge expand_reasoning_conversations.py: {id, status, conversations}
@@ -39,13 +41,18 @@ OPTIONS = {"json": "FORMAT json", "parquet": "FORMAT parquet, COMPRESSION zstd, 
 
 @dataclass(frozen=True)
 class ExportRules:
-    """The settings the exports depend on: model.reasoning_tags and exports.on_length."""
+    """The settings the exports depend on: model.reasoning_tags, exports.on_length and the template's end-of-turn
+    id (None: every stop counts as one)."""
     reasoning_tags: list[str] | None
     on_length: str
+    end_of_turn_id: int | None = None
 
     @classmethod
     def of(cls, config) -> "ExportRules":
-        return cls(config.model.reasoning_tags, config.exports.on_length)
+        from shardgen.target_model import ModelInfo
+
+        return cls(config.model.reasoning_tags, config.exports.on_length,
+                   ModelInfo.from_config(config.model).end_of_turn_id)
 
     @classmethod
     def defaults(cls) -> "ExportRules":
@@ -65,8 +72,9 @@ def define_views(con, rules: ExportRules) -> None:
     """On con, whose `dataset` view is merge's freshly written dataset: the reasoning macros, the export rule and
     the turns view; the text exports' own views follow from their queries' `-- requires:`."""
     reasoning.define_macros(con, rules.reasoning_tags)
-    con.execute("CREATE OR REPLACE TEMP TABLE export_rule AS SELECT $on_length AS on_length",
-                {"on_length": rules.on_length})
+    con.execute("CREATE OR REPLACE TEMP TABLE export_rule AS SELECT $on_length AS on_length, "
+                "CAST($end_of_turn_id AS BIGINT) AS end_of_turn_id",
+                {"on_length": rules.on_length, "end_of_turn_id": rules.end_of_turn_id})
     db.turns_view(con)
 
 

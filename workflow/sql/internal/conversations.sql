@@ -7,7 +7,7 @@
 WITH last AS (
     SELECT conversation_id, max(turn) AS turn FROM text_turns GROUP BY conversation_id
 )
-SELECT t.conversation_id, t.source, t.turn AS turns,
+SELECT t.conversation_id, t.prompt_id, t.source, t.turn AS turns,
        list_concat(t.messages, [{'role': 'assistant', 'content': t.completion}]) AS messages
 FROM text_turns t
 JOIN last USING (conversation_id, turn)

@@ -1,11 +1,5 @@
--- dataset/train.jsonl: ShareGPT, one row per generated turn the text exports carry (text_turns): the prompt turns
--- plus the new assistant turn, whole (reasoning included: ShareGPT has no field for it).
--- requires: text_turns
-SELECT prompt_id, source,
-       list_append(
-           list_transform(messages, lambda m: {'from': CASE m.role WHEN 'user' THEN 'human'
-                                                               WHEN 'assistant' THEN 'gpt'
-                                                               ELSE m.role END,
-                                          'value': m.content}),
-           {'from': 'gpt', 'value': completion}) AS conversations
-FROM text_turns
+-- dataset/train.jsonl: the rows of exports/sharegpt.jsonl with the dataset's prompt_id and source, one row per
+-- conversation, so that FastChat trains each carried turn once (a row per turn with its whole history trained
+-- every earlier answer again).
+-- requires: sharegpt_conversations
+SELECT prompt_id, source, system, conversations FROM sharegpt_conversations
