@@ -8,6 +8,7 @@ from pathlib import Path
 
 from shardgen import ShardgenError
 from shardgen.config_sections import ModelConfig
+from shardgen.sampling import served
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json", "merges.txt",
                    "special_tokens_map.json", "added_tokens.json")
@@ -63,6 +64,11 @@ class ModelInfo:
             "tokenizer": _hash_files(self.path, TOKENIZER_FILES),
             "template": hashlib.sha256(self.template.encode()).hexdigest(),
         }
+
+    @cached_property
+    def served_sampling(self) -> dict[str, tuple]:
+        """The model's sampling as served: field -> (value, origin), from its generation config (shardgen.sampling)."""
+        return served(self.path)
 
     @cached_property
     def stop_token_ids(self) -> list[int]:

@@ -13,10 +13,15 @@ from shardgen.config import ConfigError
 from shardgen.config_sections import EngineConfig
 from shardgen.engines import EngineInfo, Request, Result, RunSettings
 from shardgen.faults import engine_abort_marker
+from shardgen.sampling import FIELDS
 
 log = logging.getLogger(__name__)
 DEFAULT_BATCH = 8
 KNOWN_ARGS = {"dtype": "float32"}  # engine.args this backend understands, with their defaults
+# Each sampling field (shardgen.sampling) as HF generate's argument; a field missing here cannot be applied on the
+# CPU, and check_sampling refuses it rather than sample without it.
+HF_SAMPLING = {"temperature": "temperature", "top_p": "top_p", "top_k": "top_k", "min_p": "min_p",
+               "repetition_penalty": "repetition_penalty"}
 
 
 def check_args(args: dict) -> dict:
@@ -26,11 +31,32 @@ def check_args(args: dict) -> dict:
     return {**KNOWN_ARGS, **args}
 
 
+def check_sampling(names=FIELDS) -> None:
+    """Refuse, before any model loads, a sampling field this backend cannot apply."""
+    if missing := [n for n in names if n not in HF_SAMPLING]:
+        raise ConfigError(f"sampling: the transformers backend cannot apply {missing} (it applies "
+                          f"{sorted(HF_SAMPLING)}); use engine.backend sglang")
+
+
+def hf_sampling(sampling: dict) -> dict:
+    """A request's sampling as HF generate's arguments. Every one is given, so the model's own generation config
+    never fills a value in behind the request's back; greedy (temperature 0) leaves the sampling warpers out."""
+    check_sampling([k for k in sampling if k != "max_new_tokens"])
+    sample = sampling["temperature"] > 0
+    warpers = {"temperature", "top_p", "top_k", "min_p"}
+    args = {HF_SAMPLING[k]: v if sample or k not in warpers else None
+            for k, v in sampling.items() if k != "max_new_tokens"}
+    if sample and args["top_k"] < 0:
+        args["top_k"] = 0  # the engines' -1 (off) is HF's 0
+    return {**args, "do_sample": sample, "max_new_tokens": sampling["max_new_tokens"]}
+
+
 class TransformersEngine:
     def __init__(self, config, model, workdir: Path, *, device: str = "cpu", watchdog=None,
                  extra_sampling: dict | None = None, work: Sequence[dict] = ()):
         if extra_sampling:
             raise ValueError(f"the transformers backend takes no extra sampling parameters ({extra_sampling})")
+        check_sampling()
         import torch
         from transformers import AutoModelForCausalLM
 
@@ -114,14 +140,9 @@ class TransformersEngine:
         for i, r in enumerate(requests):  # left padding, so every row's generation starts at `width`
             ids[i, width - len(r.prompt_ids):] = torch.tensor(r.prompt_ids)
             mask[i, width - len(r.prompt_ids):] = 1
-        s = requests[0].sampling
-        sample = s["temperature"] > 0
         with torch.inference_mode():
-            out = self.model.generate(
-                ids, attention_mask=mask, max_new_tokens=s["max_new_tokens"], do_sample=sample,
-                temperature=s["temperature"] if sample else None, top_p=s["top_p"] if sample else None,
-                top_k=(s["top_k"] if s["top_k"] > 0 else 0) if sample else None,
-                eos_token_id=sorted(self.stop_ids), pad_token_id=self.pad_id)
+            out = self.model.generate(ids, attention_mask=mask, **hf_sampling(requests[0].sampling),
+                                      eos_token_id=sorted(self.stop_ids), pad_token_id=self.pad_id)
         return [self._result(r, out[i, width:].tolist()) for i, r in enumerate(requests)]
 
     def _result(self, request: Request, generated: list[int]) -> Result:

@@ -1,6 +1,7 @@
 """What determined the generated tokens, for the exports' manifest and the report: the model, tokenizer and template
 hashes; per shard the engine that generated it (from its done file's `engine` section: backend, SGLang version,
-weight, KV-cache and SSM-state dtypes, attention backend); per source the sampling its prompt set was made with.
+weight, KV-cache and SSM-state dtypes, attention backend); per source the sampling its prompt set was made with and
+where each value came from (`origin`: source, config.defaults, generation_config or neutral; shardgen.sampling).
 A drafter learns the target's numerics: a bfloat16 SSM state or an fp8 KV cache makes other tokens than the model
 served in float32 / its own dtype would."""
 
@@ -10,8 +11,9 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from shardgen.layout import Layout
+from shardgen.sampling import FIELDS
 
-SAMPLING_COLUMNS = ["source", "max_new_tokens", "temperature", "top_p", "top_k", "sampling_extra"]
+SAMPLING_COLUMNS = ["source", "max_new_tokens", *FIELDS, "sampling_extra", "sampling_origin"]
 
 
 def engine_numerics(engine: dict | None, model_dir: Path) -> dict:
@@ -44,6 +46,7 @@ def provenance(config, layout: Layout) -> dict:
         table = pq.read_table(layout.prompts, columns=SAMPLING_COLUMNS)
         for row in table.group_by(SAMPLING_COLUMNS).aggregate([]).to_pylist():
             extra = json.loads(row.pop("sampling_extra") or "{}")
-            sampling.setdefault(row.pop("source"), []).append({**row, **extra})
+            origin = json.loads(row.pop("sampling_origin") or "{}")
+            sampling.setdefault(row.pop("source"), []).append({**row, **extra, "origin": origin})
     return {"model": {"path": str(model.path), **model.fingerprint, "stop_token_ids": model.stop_token_ids},
             "engines_per_shard": engines, "sampling_per_source": sampling}
