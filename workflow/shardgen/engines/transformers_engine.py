@@ -62,8 +62,6 @@ class TransformersEngine:
 
         self.max_running_requests = config.engine.max_running_requests or DEFAULT_BATCH
         self.args = {"device": device, **check_args(config.engine.args)}
-        self.info = self.info_from_record({"backend": "transformers",
-                                           "max_running_requests": self.max_running_requests, **self.args})
         torch.manual_seed(config.seed)
         self.torch = torch
         self.model_info = model
@@ -72,15 +70,40 @@ class TransformersEngine:
         ).to(device).eval()
         self.stop_ids = set(model.stop_token_ids)
         self.pad_id = model.tokenizer.pad_token_id if model.tokenizer.pad_token_id is not None else 0
+        self.info = self.info_from_record({"backend": "transformers", "max_running_requests": self.max_running_requests,
+                                           **self.args, **self._cache_dtypes()})
         self._pending: list[tuple[Request, asyncio.Future]] = []
         self._wakeup: asyncio.Event | None = None
         self._batcher: asyncio.Task | None = None
         self.watchdog = watchdog
 
+    def _cache_dtypes(self) -> dict:
+        """The dtypes the generation cache holds, read from a real one (a two-token forward), since HF keeps some
+        state in other dtypes than the weights (NemotronH's SSM state is float32 under bfloat16 weights): attention
+        keys/values, Mamba recurrent (SSM) state and conv state; None, with `dtypes_note`, where it holds none."""
+        torch = self.torch
+        with torch.inference_mode():
+            out = self.model(torch.full((1, 2), self.pad_id, device=self.args["device"]), use_cache=True)
+        cache = getattr(out, "cache", None) or getattr(out, "past_key_values", None)
+        found = {"kv_cache_dtype": set(), "ssm_state_dtype": set(), "conv_state_dtype": set()}
+        for layer in getattr(cache, "layers", ()):
+            for attr, key in (("keys", "kv_cache_dtype"), ("values", "kv_cache_dtype"),
+                              ("recurrent_states", "ssm_state_dtype"), ("conv_states", "conv_state_dtype")):
+                value = getattr(layer, attr, None)
+                for tensor in value.values() if isinstance(value, dict) else [value]:
+                    if torch.is_tensor(tensor):
+                        found[key].add(str(tensor.dtype).removeprefix("torch."))
+        dtypes = {key: ",".join(sorted(kinds)) or None for key, kinds in found.items()}
+        if missing := [key for key, dtype in dtypes.items() if dtype is None]:
+            dtypes["dtypes_note"] = (f"{', '.join(missing)}: null, the model's generation cache "
+                                     f"({type(cache).__name__}) holds no such tensor")
+        return dtypes
+
     @classmethod
     def info_from_record(cls, record: dict) -> EngineInfo:
-        return EngineInfo("transformers", record["max_running_requests"],
-                          settings=RunSettings(weights_dtype=record.get("dtype")), record=record)
+        return EngineInfo("transformers", record["max_running_requests"], record=record, settings=RunSettings(
+            weights_dtype=record.get("dtype"), kv_cache_dtype=record.get("kv_cache_dtype"),
+            ssm_state_dtype=record.get("ssm_state_dtype")))
 
     @classmethod
     def after_oom(cls, engine: EngineConfig, ooms: int, last_cap: int | None) -> EngineConfig:
