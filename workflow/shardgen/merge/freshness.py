@@ -1,6 +1,7 @@
 """What a finished run promises: every dataset row is what the current config asks for, that is its gen_key is the
 one the config gives its prompt now (model, tokenizer and template hashes, its source's sampling, the model's
-generation config included, and template arguments). merge checks the prompt set it builds from; report checks the dataset file it reports on."""
+generation config included, and template arguments). merge checks the prompt set it builds from; report checks
+the dataset file it reports on."""
 
 from pathlib import Path
 
