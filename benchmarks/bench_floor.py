@@ -54,7 +54,7 @@ def main() -> None:
     ids = tokens[:m]
     rows = [{"prompt_id": p, "gen_key": p, "source": "s", "source_row": i, "messages": x, "prompt_ids": t,
              "prompt_tokens": len(t), "max_new_tokens": 512, "temperature": 0.7, "top_p": 0.95, "top_k": -1,
-             "sampling_extra": "{}", "reference": None, "dropped_turns": 0,
+             "min_p": 0.0, "repetition_penalty": 1.0, "sampling_extra": "{}", "sampling_origin": "{}", "reference": None, "dropped_turns": 0,
              "conversation_id": p, "turns": [x[-1]["content"]], "references": [None],
              "work_tokens": len(t) + 512}
             for i, (p, x, t) in enumerate(zip(pids, sub, ids))]

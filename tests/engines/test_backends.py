@@ -75,3 +75,27 @@ def test_numerics_changes_are_judged_against_the_model(tmp_path, args, model_sta
     (tmp_path / "config.json").write_text(json.dumps({"mamba_ssm_dtype": model_state} if model_state else {}))
     engine = engine_config(backend="sglang", args=args).as_dict()
     assert backend("sglang").numerics_changes(engine, tmp_path) == changes
+
+
+@pytest.mark.parametrize("dtype, expected", [
+    ("float32", {"dtype": "float32", "kv_cache_dtype": "float32", "ssm_state_dtype": "float32",
+                 "conv_state_dtype": "float32"}),
+    # HF keeps NemotronH's SSM state in float32 under bfloat16 weights: read from the cache, not assumed.
+    ("bfloat16", {"dtype": "bfloat16", "kv_cache_dtype": "bfloat16", "ssm_state_dtype": "float32",
+                  "conv_state_dtype": "bfloat16"})])
+def test_the_cpu_engine_records_the_dtypes_it_runs_with(make_config, tmp_path, dtype, expected):
+    from shardgen.engines.transformers_engine import TransformersEngine
+    from shardgen.merge.provenance import engine_numerics
+    from shardgen.target_model import ModelInfo
+
+    config = make_config([{"name": "s", "path": "x.jsonl", "format": "prompt"}], engine={"args": {"dtype": dtype}})
+    model = ModelInfo.from_config(config.model)
+    engine = TransformersEngine(config, model, tmp_path, device="cpu")
+    record = json.loads(json.dumps(engine.info.record))  # as the done file keeps it
+    assert {k: record.get(k) for k in expected} == expected and "dtypes_note" not in record
+    settings = info_from_record(record).settings
+    assert (settings.weights_dtype, settings.kv_cache_dtype, settings.ssm_state_dtype) == (
+        dtype, expected["kv_cache_dtype"], expected["ssm_state_dtype"])
+    assert engine_numerics(record, model.path) == {"backend": "transformers", "weights": dtype,
+                                                   "kv": expected["kv_cache_dtype"],
+                                                   "ssm_state": expected["ssm_state_dtype"]}

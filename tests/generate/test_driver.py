@@ -32,7 +32,8 @@ class FakeEngine:
 
 def prompts(n):
     return [TurnRequest.first({"prompt_id": f"p{i}", "gen_key": f"{i:064x}", "prompt_ids": [i], "max_new_tokens": 8,
-                               "temperature": 0.0, "top_p": 1.0, "top_k": -1}) for i in range(n)]
+                               "temperature": 0.0, "top_p": 1.0, "top_k": -1, "min_p": 0.0,
+                               "repetition_penalty": 1.0}) for i in range(n)]
 
 
 def run(engine, tmp_path, n, window, every_records):

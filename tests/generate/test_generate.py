@@ -92,6 +92,49 @@ def test_listed_temperature_is_sent_per_request_and_recorded(make_config, write_
     assert len(part_rows(layout)) == 24
 
 
+def test_unset_sampling_is_the_model_generation_config_and_each_value_records_its_origin(make_config, write_jsonl,
+                                                                                        monkeypatch):
+    """The demo model's generation_config.json (temperature 0.6, top_p 0.95, top_k 20) samples a source that sets
+    nothing; a value in `defaults` or a source's `sampling` wins. The CPU engine is asked with the resolved
+    values; the prompts rows, the part rows, the dataset and the manifest's provenance carry them, with where each
+    came from."""
+    from shardgen.engines.transformers_engine import TransformersEngine
+    from shardgen.merge.provenance import provenance
+
+    sent = []
+    generate_batch = TransformersEngine._generate_batch
+
+    def recording(self, requests):
+        sent.extend(dict(r.sampling) for r in requests)
+        return generate_batch(self, requests)
+
+    monkeypatch.setattr(TransformersEngine, "_generate_batch", recording)
+    unset = {"name": "a", "path": write_jsonl("a.jsonl", [{"query": f"What is {i} + {i}?"} for i in range(4)]),
+             "format": "query_response"}
+    explicit = {"name": "b", "path": write_jsonl("b.jsonl", [{"query": f"Name {i} birds."} for i in range(4)]),
+                "format": "query_response", "sampling": {"temperature": 0.3}}
+    config = make_config([unset, explicit],
+                         defaults={"max_new_tokens": 8, "repetition_penalty": 1.1})
+    layout = stage(config, 2)
+    from_model = {"temperature": "generation_config", "top_p": "generation_config", "top_k": "generation_config",
+                  "min_p": "neutral", "repetition_penalty": "config.defaults"}
+    expected = {"a": ((0.6, 0.95, 20, 0.0, 1.1), from_model),
+                "b": ((0.3, 0.95, 20, 0.0, 1.1), {**from_model, "temperature": "source"})}
+    fields = ("temperature", "top_p", "top_k", "min_p", "repetition_penalty")
+    for row in pq.read_table(layout.prompts).to_pylist():
+        values, origin = expected[row["source"]]
+        assert (tuple(row[f] for f in fields), json.loads(row["sampling_origin"])) == (values, origin)
+    assert sorted(tuple(s[f] for f in fields) for s in sent) == sorted([expected["a"][0]] * 4 + [expected["b"][0]] * 4)
+    dataset = pq.read_table(merge_dataset(layout)).to_pylist()
+    assert len(dataset) == 8
+    for row in dataset:
+        values, origin = expected[row["source"]]
+        assert (tuple(row[f] for f in fields), json.loads(row["sampling_origin"])) == (values, origin)
+    recorded = provenance(config, layout)["sampling_per_source"]
+    for name, (values, origin) in expected.items():
+        assert recorded[name] == [{"max_new_tokens": 8, **dict(zip(fields, values)), "origin": origin}]
+
+
 def merge_dataset(layout):
     path = layout.dataset_dir / "data.parquet"
     merge(layout, path, layout.dataset_dir / "train.jsonl", layout.root / "merge" / "failed.parquet")
@@ -115,5 +158,5 @@ def test_a_part_written_before_the_sampling_columns_reads_them_as_null(make_conf
     from_old = {r["gen_key"] for part in old for r in pq.read_table(part).to_pylist()}
     assert 0 < len(from_old) < 6
     for row in dataset:
-        expected = (None, None, None) if row["gen_key"] in from_old else (0.7, 0.95, -1)
+        expected = (None, None, None) if row["gen_key"] in from_old else (0.6, 0.95, 20)  # the demo model's
         assert (row["temperature"], row["top_p"], row["top_k"]) == expected

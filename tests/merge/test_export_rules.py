@@ -119,9 +119,14 @@ def test_the_manifest_names_what_made_the_tokens(scripted):
 
     manifest = json.loads(layout.export("manifest.json").read_text())
     assert manifest["model"]["template"] == ModelInfo.from_config(config.model).fingerprint["template"]
-    assert manifest["engines_per_shard"] == {"0": {"backend": "scripted", "dtype": "the model's"}}
-    assert manifest["sampling_per_source"] == {"scripted": [{"max_new_tokens": 24, "temperature": 0.7, "top_p": 0.95,
-                                                             "top_k": -1}]}
+    assert manifest["engines_per_shard"] == {"0": {"backend": "scripted", "weights": None, "kv": None, "ssm_state": None,
+                                                   "dtypes_note": "weights, kv, ssm_state: not recorded by this engine"}}
+    assert manifest["model"]["model_hash_covers"].startswith("sha256 over config.json")
+    from_model = {"temperature": "generation_config", "top_p": "generation_config", "top_k": "generation_config",
+                  "min_p": "neutral", "repetition_penalty": "neutral"}  # the demo model's generation_config.json
+    assert manifest["sampling_per_source"] == {"scripted": [{"max_new_tokens": 24, "temperature": 0.6, "top_p": 0.95,
+                                                             "top_k": 20, "min_p": 0.0, "repetition_penalty": 1.0,
+                                                             "origin": from_model}]}
     assert {k: manifest[k] for k in ("model", "engines_per_shard", "sampling_per_source")} == provenance(config, layout)
 
 

@@ -168,7 +168,8 @@ def test_the_next_turn_is_submitted_as_soon_as_its_previous_turn_completes(tmp_p
     def row(name, turns):
         return TurnRequest.first({"prompt_id": name, "gen_key": name, "conversation_id": name, "prompt_ids": [1, 2],
                               "messages": [{"role": "user", "content": "u1"}], "turns": turns, "max_new_tokens": 2,
-                              "temperature": 0.0, "top_p": 1.0, "top_k": -1, "sampling_extra": "{}"})
+                              "temperature": 0.0, "top_p": 1.0, "top_k": -1, "min_p": 0.0,
+                              "repetition_penalty": 1.0, "sampling_extra": "{}"})
 
     def follow(prompt, _row):
         nxt = prompt.next("ans", [7, 8], lambda messages, kw: [1] * (2 * len(messages)))

@@ -6,6 +6,9 @@ rule prompts:
     input:
         sources=source_files,
         model=Path(CONFIG.model.path, "config.json"),
+        # The sampling a source leaves out is the model's: an edited generation config remakes the prompt set.
+        generation_config=lambda wildcards: [path for path in [Path(CONFIG.model.path, "generation_config.json")]
+                                             if path.is_file()],
     output:
         prompts=LAYOUT.prompts,
         rejected=LAYOUT.prompt_table("rejected"),

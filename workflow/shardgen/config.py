@@ -100,8 +100,12 @@ class Config:
     def with_engine(self, engine: dict) -> "Config":
         return Config.from_dict({**self.raw, "engine": engine})
 
-    def sampling_for(self, source: SourceConfig) -> dict:
-        return source.sampling_over(self.defaults)
+    def sampling_for(self, source: SourceConfig, served: dict) -> dict:
+        """`served`: the model's sampling as served (target_model.ModelInfo.served_sampling)."""
+        return source.sampling_over(self.defaults, served)
+
+    def sampling_origins(self, source: SourceConfig, served: dict) -> dict:
+        return source.sampling_origins(self.defaults, served)
 
     def template_kwargs_for(self, source: SourceConfig) -> dict:
         return source.template_kwargs(self.defaults)
@@ -109,8 +113,8 @@ class Config:
     def sampling_extra(self, source: SourceConfig) -> str:
         return source.sampling_extra(self.defaults)
 
-    def gen_settings(self, source: SourceConfig) -> dict:
-        return source.gen_settings(self.defaults)
+    def gen_settings(self, source: SourceConfig, served: dict) -> dict:
+        return source.gen_settings(self.defaults, served)
 
     def write_resolved(self) -> Path:
         """Write the resolved config for the CLI steps, named by its content: a run's jobs keep reading their own

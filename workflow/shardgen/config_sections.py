@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass, fields, is_dataclass
 from pathlib import Path
 
 from shardgen.keys import pick
+from shardgen.sampling import key_settings, resolve
 
 
 class Section:
@@ -94,13 +95,13 @@ class PromptsConfig(Section):
 @dataclass(frozen=True)
 class SamplingDefaults(Section):
     max_new_tokens: int
-    temperature: float
-    top_p: float
-    top_k: int
+    # None: not written, the model's generation config gives it (shardgen.sampling.resolve).
+    temperature: float | None
+    top_p: float | None
+    top_k: int | None
+    min_p: float | None
+    repetition_penalty: float | None
     chat_template_kwargs: dict
-
-    def params(self) -> dict:
-        return {k: v for k, v in self.as_dict().items() if k != "chat_template_kwargs"}
 
 
 @dataclass(frozen=True)
@@ -110,6 +111,8 @@ class SamplingOverrides(Section):
     temperature: float | list | None = None
     top_p: float | list | None = None
     top_k: int | list | None = None
+    min_p: float | list | None = None
+    repetition_penalty: float | list | None = None
 
 
 @dataclass(frozen=True)
@@ -129,10 +132,15 @@ class SourceConfig(Section):
     path: str | None = None  # exactly one of path and dataset is set (the schema's oneOf)
     dataset: str | None = None
 
-    def sampling_over(self, defaults: SamplingDefaults) -> dict:
-        """This source's sampling params over the global defaults; `temperature`, `top_p` and `top_k` may be lists
-        (sampling_of gives one prompt's values)."""
-        return {**defaults.params(), **{k: v for k, v in self.sampling.as_dict().items() if v is not None}}
+    def sampling_over(self, defaults: SamplingDefaults, served: dict) -> dict:
+        """This source's sampling params: its own, else the config defaults', else the model's as served
+        (`served`: shardgen.sampling.served). A sampled field may be a list (sampling_of gives one prompt's value)."""
+        values, _ = resolve(served, defaults.as_dict(), self.sampling.as_dict())
+        return {"max_new_tokens": self.sampling.max_new_tokens or defaults.max_new_tokens, **values}
+
+    def sampling_origins(self, defaults: SamplingDefaults, served: dict) -> dict:
+        """Where each sampled field's value comes from (shardgen.sampling.ORIGINS)."""
+        return resolve(served, defaults.as_dict(), self.sampling.as_dict())[1]
 
     @staticmethod
     def sampling_of(sampling: dict, prompt_id: str) -> dict:
@@ -146,6 +154,6 @@ class SourceConfig(Section):
         kwargs = self.template_kwargs(defaults)
         return json.dumps({"chat_template_kwargs": kwargs} if kwargs else {}, sort_keys=True)
 
-    def gen_settings(self, defaults: SamplingDefaults) -> dict:
+    def gen_settings(self, defaults: SamplingDefaults, served: dict) -> dict:
         """What enters the gen_key of this source's prompts besides the prompt and the model hashes."""
-        return {**self.sampling_over(defaults), "extra": self.sampling_extra(defaults)}
+        return {**key_settings(self.sampling_over(defaults, served)), "extra": self.sampling_extra(defaults)}

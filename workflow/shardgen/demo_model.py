@@ -13,6 +13,9 @@ CHAT_TEMPLATE = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['cont
 SPECIAL_TOKENS = ["<unk>", "<s>", "</s>", "<|im_start|>", "<|im_end|>"]
 VOCAB_SIZE = 2048
 PATTERN = "M*M-"  # Mamba2, attention, Mamba2, MLP
+# The demo's sampling as served, as a released model's generation_config.json gives it (Qwen3's values), so the demo
+# runs the path a real target takes: a config that leaves sampling out gets these.
+SERVED_SAMPLING = {"do_sample": True, "temperature": 0.6, "top_p": 0.95, "top_k": 20}
 
 
 def model_config() -> dict:
@@ -73,4 +76,6 @@ def build(out: Path, corpus: Path, seed: int = 0) -> Path:
     model.save_pretrained(out)  # writes config.json and generation_config.json
     config = json.loads((out / "config.json").read_text())
     write_text(json.dumps({**config, **model_config()}, indent=1), out / "config.json")  # keep SGLang's fields
+    generation = json.loads((out / "generation_config.json").read_text())
+    write_text(json.dumps({**generation, **SERVED_SAMPLING}, indent=1), out / "generation_config.json")
     return out

@@ -2,15 +2,20 @@
 
 import pyarrow as pa
 
+from shardgen.sampling import NEUTRAL
+
 MESSAGES = pa.list_(pa.struct([("role", pa.string()), ("content", pa.string())]))
 TOKENS = pa.list_(pa.int32())
 UTC = pa.timestamp("us", tz="UTC")
+# One column per sampling field (shardgen.sampling), in its declared order.
+SAMPLING = [(name, pa.int32() if isinstance(value, int) else pa.float64()) for name, value in NEUTRAL.items()]
 
 PROMPTS = pa.schema([
     ("prompt_id", pa.string()), ("gen_key", pa.string()), ("source", pa.string()), ("source_row", pa.int64()),
     ("messages", MESSAGES), ("prompt_ids", TOKENS), ("prompt_tokens", pa.int32()), ("max_new_tokens", pa.int32()),
-    ("temperature", pa.float64()), ("top_p", pa.float64()), ("top_k", pa.int32()),
-    ("sampling_extra", pa.string()), ("reference", pa.string()), ("dropped_turns", pa.int32()),
+    *SAMPLING, ("sampling_extra", pa.string()),
+    # Field -> where its value came from (source, config.defaults, generation_config, neutral), as JSON.
+    ("sampling_origin", pa.string()), ("reference", pa.string()), ("dropped_turns", pa.int32()),
     # One row per conversation. `messages`/`prompt_ids` are turn 1's prompt; `turns[t-1]` is the user text that
     # opens turn t (generate renders turn t >= 2 itself, over the regenerated answers), `references[t-1]` the
     # source's original answer to turn t (null: none). A `first` source has one turn. conversation_id =
@@ -40,7 +45,7 @@ PART = pa.schema([
     ("prompt_ids", TOKENS),
     # The sampling the request was sent with (a source's listed field: this prompt's value). A part written
     # before these columns reads them as null (db.parquet_view).
-    ("temperature", pa.float64()), ("top_p", pa.float64()), ("top_k", pa.int32()),
+    *SAMPLING,
 ])
 DATASET = pa.schema([
     ("prompt_id", pa.string()), ("gen_key", pa.string()), ("source", pa.string()), ("messages", MESSAGES), ("prompt_ids", TOKENS),
@@ -51,8 +56,9 @@ DATASET = pa.schema([
     # source's original assistant turn t. prompt_id is the conversation's id (= conversation_id); gen_key is
     # the turn's own key.
     ("conversation_id", pa.string()), ("turn", pa.int32()),
-    # The sampling the turn was generated with (its part row's; null for a row generated before they were kept).
-    ("temperature", pa.float64()), ("top_p", pa.float64()), ("top_k", pa.int32()),
+    # The sampling the turn was generated with (its part row's; null for a row generated before they were kept),
+    # and where the prompt set's values came from (its prompts row's sampling_origin).
+    *SAMPLING, ("sampling_origin", pa.string()),
     # The answer split at model.reasoning_tags by merge (shardgen/merge/reasoning.py): content (the whole
     # completion where nothing was split), reasoning_content (null: none, or never closed), reasoning_unclosed
     # (opened, never closed: flagged, not split).

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from shardgen import ShardgenError
 from shardgen.config_sections import ModelConfig
+from shardgen.sampling import served
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json", "merges.txt",
                    "special_tokens_map.json", "added_tokens.json")
@@ -22,6 +23,47 @@ def _hash_files(folder: Path, names) -> str:
     for name in names:
         if (folder / name).is_file():
             digest.update(name.encode() + b"\0" + (folder / name).read_bytes())
+    return digest.hexdigest()
+
+
+# What the manifest's `model` hash covers, said where it is recorded.
+MODEL_HASH_COVERS = ("sha256 over config.json, model.safetensors.index.json (if any) and, per weight file "
+                     "(*.safetensors, *.bin), its name, size, safetensors JSON header (tensor names, dtypes, shapes, "
+                     "offsets) and three 1 MiB blocks of its data (the start, the middle, the end); a change elsewhere "
+                     "in the tensor data is not seen")
+WEIGHT_FILES = ("*.safetensors", "*.bin")
+INDEX_FILES = ("model.safetensors.index.json", "pytorch_model.bin.index.json")
+BLOCK = 1 << 20
+
+
+def _weight_file_parts(path: Path):
+    """A weight file's identifying bytes: its safetensors header (none for another format), then sampled blocks of
+    the data after it. Reading the header and three blocks keeps this to milliseconds on a many-GB checkpoint."""
+    size = path.stat().st_size
+    with path.open("rb") as f:
+        start = 0
+        if path.suffix == ".safetensors":
+            length = int.from_bytes(f.read(8), "little")
+            if size < 8 or 8 + length > size:
+                raise ModelError(f"model weights {path}: not a safetensors file (header length {length}, "
+                                 f"file size {size})")
+            yield f.read(length)
+            start = 8 + length
+        for offset in sorted({start, max(start, start + (size - start - BLOCK) // 2), max(start, size - BLOCK)}):
+            f.seek(offset)
+            yield f.read(BLOCK)
+
+
+def weights_digest(folder: Path) -> str:
+    """The `model` hash: MODEL_HASH_COVERS."""
+    digest = hashlib.sha256((folder / "config.json").read_bytes())
+    for name in INDEX_FILES:
+        if (folder / name).is_file():
+            digest.update(b"\0" + name.encode() + b"\0" + (folder / name).read_bytes())
+    for path in sorted({p for pattern in WEIGHT_FILES for p in folder.glob(pattern)}):
+        digest.update(f"\0{path.name}\0{path.stat().st_size}\0".encode())
+        for part in _weight_file_parts(path):
+            digest.update(hashlib.sha256(part).digest())
     return digest.hexdigest()
 
 
@@ -56,13 +98,22 @@ class ModelInfo:
 
     @cached_property
     def fingerprint(self) -> dict:
-        """model/tokenizer/template hashes: any change makes every gen_key new."""
-        weights = sorted(p.name + ":" + str(p.stat().st_size) for p in self.path.glob("*.safetensors"))
+        """model/tokenizer/template hashes: any change makes every gen_key new (`model`: see weights_digest)."""
         return {
-            "model": hashlib.sha256((self.path / "config.json").read_bytes() + json.dumps(weights).encode()).hexdigest(),
+            "model": weights_digest(self.path),
             "tokenizer": _hash_files(self.path, TOKENIZER_FILES),
             "template": hashlib.sha256(self.template.encode()).hexdigest(),
         }
+
+    def record(self) -> dict:
+        """The model as the manifest records it: folder, hashes (and what the model hash covers), stop ids."""
+        return {"path": str(self.path), **self.fingerprint, "model_hash_covers": MODEL_HASH_COVERS,
+                "stop_token_ids": self.stop_token_ids}
+
+    @cached_property
+    def served_sampling(self) -> dict[str, tuple]:
+        """The model's sampling as served: field -> (value, origin), from its generation config (shardgen.sampling)."""
+        return served(self.path)
 
     @cached_property
     def stop_token_ids(self) -> list[int]:

@@ -13,10 +13,15 @@ from shardgen.config import ConfigError
 from shardgen.config_sections import EngineConfig
 from shardgen.engines import EngineInfo, Request, Result, RunSettings
 from shardgen.faults import engine_abort_marker
+from shardgen.sampling import FIELDS
 
 log = logging.getLogger(__name__)
 DEFAULT_BATCH = 8
 KNOWN_ARGS = {"dtype": "float32"}  # engine.args this backend understands, with their defaults
+# Each sampling field (shardgen.sampling) as HF generate's argument; a field missing here cannot be applied on the
+# CPU, and check_sampling refuses it rather than sample without it.
+HF_SAMPLING = {"temperature": "temperature", "top_p": "top_p", "top_k": "top_k", "min_p": "min_p",
+               "repetition_penalty": "repetition_penalty"}
 
 
 def check_args(args: dict) -> dict:
@@ -26,18 +31,37 @@ def check_args(args: dict) -> dict:
     return {**KNOWN_ARGS, **args}
 
 
+def check_sampling(names=FIELDS) -> None:
+    """Refuse, before any model loads, a sampling field this backend cannot apply."""
+    if missing := [n for n in names if n not in HF_SAMPLING]:
+        raise ConfigError(f"sampling: the transformers backend cannot apply {missing} (it applies "
+                          f"{sorted(HF_SAMPLING)}); use engine.backend sglang")
+
+
+def hf_sampling(sampling: dict) -> dict:
+    """A request's sampling as HF generate's arguments. Every one is given, so the model's own generation config
+    never fills a value in behind the request's back; greedy (temperature 0) leaves the sampling warpers out."""
+    check_sampling([k for k in sampling if k != "max_new_tokens"])
+    sample = sampling["temperature"] > 0
+    warpers = {"temperature", "top_p", "top_k", "min_p"}
+    args = {HF_SAMPLING[k]: v if sample or k not in warpers else None
+            for k, v in sampling.items() if k != "max_new_tokens"}
+    if sample and args["top_k"] < 0:
+        args["top_k"] = 0  # the engines' -1 (off) is HF's 0
+    return {**args, "do_sample": sample, "max_new_tokens": sampling["max_new_tokens"]}
+
+
 class TransformersEngine:
     def __init__(self, config, model, workdir: Path, *, device: str = "cpu", watchdog=None,
                  extra_sampling: dict | None = None, work: Sequence[dict] = ()):
         if extra_sampling:
             raise ValueError(f"the transformers backend takes no extra sampling parameters ({extra_sampling})")
+        check_sampling()
         import torch
         from transformers import AutoModelForCausalLM
 
         self.max_running_requests = config.engine.max_running_requests or DEFAULT_BATCH
         self.args = {"device": device, **check_args(config.engine.args)}
-        self.info = self.info_from_record({"backend": "transformers",
-                                           "max_running_requests": self.max_running_requests, **self.args})
         torch.manual_seed(config.seed)
         self.torch = torch
         self.model_info = model
@@ -46,15 +70,40 @@ class TransformersEngine:
         ).to(device).eval()
         self.stop_ids = set(model.stop_token_ids)
         self.pad_id = model.tokenizer.pad_token_id if model.tokenizer.pad_token_id is not None else 0
+        self.info = self.info_from_record({"backend": "transformers", "max_running_requests": self.max_running_requests,
+                                           **self.args, **self._cache_dtypes()})
         self._pending: list[tuple[Request, asyncio.Future]] = []
         self._wakeup: asyncio.Event | None = None
         self._batcher: asyncio.Task | None = None
         self.watchdog = watchdog
 
+    def _cache_dtypes(self) -> dict:
+        """The dtypes the generation cache holds, read from a real one (a two-token forward), since HF keeps some
+        state in other dtypes than the weights (NemotronH's SSM state is float32 under bfloat16 weights): attention
+        keys/values, Mamba recurrent (SSM) state and conv state; None, with `dtypes_note`, where it holds none."""
+        torch = self.torch
+        with torch.inference_mode():
+            out = self.model(torch.full((1, 2), self.pad_id, device=self.args["device"]), use_cache=True)
+        cache = getattr(out, "cache", None) or getattr(out, "past_key_values", None)
+        found = {"kv_cache_dtype": set(), "ssm_state_dtype": set(), "conv_state_dtype": set()}
+        for layer in getattr(cache, "layers", ()):
+            for attr, key in (("keys", "kv_cache_dtype"), ("values", "kv_cache_dtype"),
+                              ("recurrent_states", "ssm_state_dtype"), ("conv_states", "conv_state_dtype")):
+                value = getattr(layer, attr, None)
+                for tensor in value.values() if isinstance(value, dict) else [value]:
+                    if torch.is_tensor(tensor):
+                        found[key].add(str(tensor.dtype).removeprefix("torch."))
+        dtypes = {key: ",".join(sorted(kinds)) or None for key, kinds in found.items()}
+        if missing := [key for key, dtype in dtypes.items() if dtype is None]:
+            dtypes["dtypes_note"] = (f"{', '.join(missing)}: null, the model's generation cache "
+                                     f"({type(cache).__name__}) holds no such tensor")
+        return dtypes
+
     @classmethod
     def info_from_record(cls, record: dict) -> EngineInfo:
-        return EngineInfo("transformers", record["max_running_requests"],
-                          settings=RunSettings(weights_dtype=record.get("dtype")), record=record)
+        return EngineInfo("transformers", record["max_running_requests"], record=record, settings=RunSettings(
+            weights_dtype=record.get("dtype"), kv_cache_dtype=record.get("kv_cache_dtype"),
+            ssm_state_dtype=record.get("ssm_state_dtype")))
 
     @classmethod
     def after_oom(cls, engine: EngineConfig, ooms: int, last_cap: int | None) -> EngineConfig:
@@ -114,14 +163,9 @@ class TransformersEngine:
         for i, r in enumerate(requests):  # left padding, so every row's generation starts at `width`
             ids[i, width - len(r.prompt_ids):] = torch.tensor(r.prompt_ids)
             mask[i, width - len(r.prompt_ids):] = 1
-        s = requests[0].sampling
-        sample = s["temperature"] > 0
         with torch.inference_mode():
-            out = self.model.generate(
-                ids, attention_mask=mask, max_new_tokens=s["max_new_tokens"], do_sample=sample,
-                temperature=s["temperature"] if sample else None, top_p=s["top_p"] if sample else None,
-                top_k=(s["top_k"] if s["top_k"] > 0 else 0) if sample else None,
-                eos_token_id=sorted(self.stop_ids), pad_token_id=self.pad_id)
+            out = self.model.generate(ids, attention_mask=mask, **hf_sampling(requests[0].sampling),
+                                      eos_token_id=sorted(self.stop_ids), pad_token_id=self.pad_id)
         return [self._result(r, out[i, width:].tolist()) for i, r in enumerate(requests)]
 
     def _result(self, request: Request, generated: list[int]) -> Result:

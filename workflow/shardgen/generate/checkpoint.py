@@ -25,6 +25,7 @@ from shardgen.atomic import committed, write_table, write_text
 from shardgen.layout import (Layout, next_number, part_files, part_path, parts_index_path, quarantine_dir,
                              stale_part_temps)
 from shardgen.locks import flock_with_pid, holder
+from shardgen.sampling import FIELDS
 
 log = logging.getLogger(__name__)
 
@@ -78,8 +79,8 @@ def part_row(request, *, shard: int, attempt: int, gpu: str, result=None, ended:
             "prompt_tokens": len(request.prompt_ids), "latency_s": latency_s, "submitted_at": submitted or finished,
             "finished_at": finished, "gpu": gpu, **outcome, "conversation_id": request.conversation_id,
             "turn": request.turn, "base_key": request.base_key, "messages": request.history if later else None,
-            "prompt_ids": request.prompt_ids if later else None, "temperature": request.sampling.temperature,
-            "top_p": request.sampling.top_p, "top_k": request.sampling.top_k}
+            "prompt_ids": request.prompt_ids if later else None,
+            **{name: getattr(request.sampling, name) for name in FIELDS}}
 
 
 def read_index(folder: Path) -> dict[str, dict]:

@@ -12,12 +12,14 @@ from shardgen.keys import turn_key
 
 @dataclass(frozen=True)
 class Sampling:
-    """How a request is sampled: the one place to add a sampling field. Each field is read from the prompts row's
-    column of the same name and sent to the engine under that name."""
+    """How a request is sampled: max_new_tokens and the fields declared in shardgen.sampling (the same names). Each
+    field is read from the prompts row's column of the same name and sent to the engine under that name."""
     max_new_tokens: int
     temperature: float
     top_p: float
     top_k: int
+    min_p: float
+    repetition_penalty: float
 
     @classmethod
     def of(cls, row: dict) -> "Sampling":

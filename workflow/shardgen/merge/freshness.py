@@ -1,6 +1,7 @@
 """What a finished run promises: every dataset row is what the current config asks for, that is its gen_key is the
-one the config gives its prompt now (model, tokenizer and template hashes, its source's sampling and template
-arguments). merge checks the prompt set it builds from; report checks the dataset file it reports on."""
+one the config gives its prompt now (model, tokenizer and template hashes, its source's sampling, the model's
+generation config included, and template arguments). merge checks the prompt set it builds from; report checks
+the dataset file it reports on."""
 
 from pathlib import Path
 
@@ -17,11 +18,12 @@ class StaleError(ShardgenError, RuntimeError):
     """Rows made for other settings than the current config's: the run must not end as if they were current."""
 
 
-def stale_by_source(config: Config, path: Path, fingerprint: dict) -> tuple[int, dict[str, int]]:
+def stale_by_source(config: Config, path: Path, model: ModelInfo) -> tuple[int, dict[str, int]]:
     """Rows in the parquet file at path, and per source the rows whose gen_key the current config does not give.
     A dataset row of turn t >= 2 has its own key (chained over the turns before it); it is current when its
     conversation's turn-1 row is."""
-    key_of = {s.name: gen_key_of(fingerprint, config.gen_settings(s)) for s in config.sources}
+    key_of = {s.name: gen_key_of(model.fingerprint, config.gen_settings(s, model.served_sampling))
+              for s in config.sources}
     names = pq.ParquetFile(path).schema_arrow.names
     columns = ["prompt_id", "gen_key", "source"] + (["turn"] if "turn" in names else [])
     rows, stale, later, current_firsts = 0, {}, {}, set()
@@ -43,7 +45,7 @@ def check(config: Config, path: Path) -> int:
     """Raise StaleError naming the stale rows per source; return the rows checked."""
     if not Path(path).is_file():
         raise StaleError(f"{path} is missing: rerun snakemake")
-    rows, stale = stale_by_source(config, path, ModelInfo.from_config(config.model).fingerprint)
+    rows, stale = stale_by_source(config, path, ModelInfo.from_config(config.model))
     if stale:
         per_source = ", ".join(f"{source}: {n}" for source, n in sorted(stale.items()))
         raise StaleError(f"{path} is stale: {sum(stale.values())} of {rows} rows were made for other settings than "

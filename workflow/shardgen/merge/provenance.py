@@ -1,6 +1,8 @@
 """What determined the generated tokens, for the exports' manifest and the report: the model, tokenizer and template
 hashes; per shard the engine that generated it (from its done file's `engine` section: backend, SGLang version,
-weight, KV-cache and SSM-state dtypes, attention backend); per source the sampling its prompt set was made with.
+weight, KV-cache and SSM-state dtypes under every backend, attention backend); per source the sampling its prompt
+set was made with and where each value came from (`origin`: source, config.defaults, generation_config or neutral;
+shardgen.sampling).
 A drafter learns the target's numerics: a bfloat16 SSM state or an fp8 KV cache makes other tokens than the model
 served in float32 / its own dtype would."""
 
@@ -10,8 +12,9 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from shardgen.layout import Layout
+from shardgen.sampling import FIELDS
 
-SAMPLING_COLUMNS = ["source", "max_new_tokens", "temperature", "top_p", "top_k", "sampling_extra"]
+SAMPLING_COLUMNS = ["source", "max_new_tokens", *FIELDS, "sampling_extra", "sampling_origin"]
 
 
 def engine_numerics(engine: dict | None, model_dir: Path) -> dict:
@@ -20,8 +23,13 @@ def engine_numerics(engine: dict | None, model_dir: Path) -> dict:
     if not engine:
         return {"backend": None, "note": "this run of the shard generated nothing; the done file of the run that "
                                          "did is overwritten, so its engine is not recorded here"}
-    if engine.get("backend") != "sglang":
-        return {"backend": engine.get("backend"), "dtype": engine.get("dtype", "the model's")}
+    if engine.get("backend") != "sglang":  # the backend recorded the dtypes it ran with, in these keys
+        dtypes = {"weights": engine.get("dtype"), "kv": engine.get("kv_cache_dtype"),
+                  "ssm_state": engine.get("ssm_state_dtype")}
+        numerics = {"backend": engine.get("backend"), **dtypes}
+        if missing := [name for name, dtype in dtypes.items() if dtype is None]:
+            numerics["dtypes_note"] = engine.get("dtypes_note") or f"{', '.join(missing)}: not recorded by this engine"
+        return numerics
     from shardgen.engines import info_from_record
     from shardgen.engines.model_shape import ModelShape
 
@@ -44,6 +52,7 @@ def provenance(config, layout: Layout) -> dict:
         table = pq.read_table(layout.prompts, columns=SAMPLING_COLUMNS)
         for row in table.group_by(SAMPLING_COLUMNS).aggregate([]).to_pylist():
             extra = json.loads(row.pop("sampling_extra") or "{}")
-            sampling.setdefault(row.pop("source"), []).append({**row, **extra})
-    return {"model": {"path": str(model.path), **model.fingerprint, "stop_token_ids": model.stop_token_ids},
+            origin = json.loads(row.pop("sampling_origin") or "{}")
+            sampling.setdefault(row.pop("source"), []).append({**row, **extra, "origin": origin})
+    return {"model": model.record(),
             "engines_per_shard": engines, "sampling_per_source": sampling}

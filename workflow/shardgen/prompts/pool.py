@@ -27,11 +27,12 @@ class WorkerSetup:
 
     raw_config: dict
     fingerprint: dict
+    served: dict
     chat: dict | None
 
     @classmethod
     def of(cls, config: Config, model: ModelInfo) -> "WorkerSetup":
-        return cls(config.raw, model.fingerprint, model.chat.portable())
+        return cls(config.raw, model.fingerprint, model.served_sampling, model.chat.portable())
 
 
 def _start_worker(setup: WorkerSetup) -> None:
@@ -39,7 +40,7 @@ def _start_worker(setup: WorkerSetup) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the main process's to handle
     config = Config.from_dict(setup.raw_config)
     chat = ChatEncoder.from_portable(setup.chat) if setup.chat else ModelInfo.from_config(config.model).chat
-    _processor = ChunkProcessor(config, setup.fingerprint, chat)
+    _processor = ChunkProcessor(config, setup.fingerprint, setup.served, chat)
 
 
 def _process(chunk: Chunk) -> ChunkResult:
@@ -82,7 +83,7 @@ def _kills(pool: ProcessPoolExecutor, chunk: Chunk) -> bool:
 def chunk_results(config: Config, model: ModelInfo, chunks: Iterable[Chunk], workers: int) -> Iterator[ChunkResult]:
     os.environ["TOKENIZERS_PARALLELISM"] = "false"  # a worker is one core (the workers inherit it)
     if workers == 1:  # in this process: no transfers
-        processor = ChunkProcessor(config, model.fingerprint, model.chat)
+        processor = ChunkProcessor(config, model.fingerprint, model.served_sampling, model.chat)
         yield from map(processor.process, chunks)
         return
     setup, names = WorkerSetup.of(config, model), [s.name for s in config.sources]

@@ -12,6 +12,7 @@ from shardgen.config_sections import SourceConfig
 from shardgen.prompts.formats import RowError, conversation
 from shardgen.keys import conversation_prompt_id, gen_key_of
 from shardgen.prompts.sources import Chunk
+from shardgen.sampling import FIELDS, origin_text
 
 
 class PromptsError(ShardgenError, RuntimeError):
@@ -37,22 +38,24 @@ def row_id(row) -> str | None:
 
 class SourcePlan:
     """What every row of one source shares: format, sampling (a listed field: its list; each row gets its prompt's
-    value), template arguments, the gen_key function (over the lists, so a changed list changes every key)."""
+    value) and where each field's value came from, template arguments, the gen_key function (over the lists, so a
+    changed list changes every key). served: the model's sampling as served (ModelInfo.served_sampling)."""
 
-    def __init__(self, config: Config, source: SourceConfig, fingerprint: dict):
+    def __init__(self, config: Config, source: SourceConfig, fingerprint: dict, served: dict):
         self.source, self.name = source, source.name
-        self.sampling = config.sampling_for(source)
+        self.sampling = config.sampling_for(source, served)
+        self.origin = origin_text(config.sampling_origins(source, served))
         self.template_kwargs = config.template_kwargs_for(source)
         self.extra = config.sampling_extra(source)
-        self.gen_key = gen_key_of(fingerprint, config.gen_settings(source))
+        self.gen_key = gen_key_of(fingerprint, config.gen_settings(source, served))
         self.budget = config.model.context_length - self.sampling["max_new_tokens"]
         self.context_length = config.model.context_length
 
 
 class ChunkProcessor:
-    def __init__(self, config: Config, fingerprint: dict, chat: ChatEncoder):
+    def __init__(self, config: Config, fingerprint: dict, served: dict, chat: ChatEncoder):
         self.chat = chat
-        self.plans = [SourcePlan(config, source, fingerprint) for source in config.sources]
+        self.plans = [SourcePlan(config, source, fingerprint, served) for source in config.sources]
 
     def process(self, chunk: Chunk) -> ChunkResult:
         plan = self.plans[chunk.source]
@@ -86,8 +89,8 @@ class ChunkProcessor:
         result.candidates = pa.record_batch({
             "prompt_id": pids, "gen_key": [plan.gen_key(p) for p in pids], "source": [plan.name] * n,
             "source_row": rows, "messages": messages, "prompt_ids": ids, "prompt_tokens": lengths,
-            **{k: [s[k] for s in per_row] for k in ("max_new_tokens", "temperature", "top_p", "top_k")},
-            "sampling_extra": [plan.extra] * n,
+            **{k: [s[k] for s in per_row] for k in ("max_new_tokens", *FIELDS)},
+            "sampling_extra": [plan.extra] * n, "sampling_origin": [plan.origin] * n,
             "reference": [c.reference for c in convs], "dropped_turns": [c.dropped_turns for c in convs],
             "conversation_id": pids, "turns": [c.turns for c in convs], "references": [c.references for c in convs],
             "work_tokens": work,

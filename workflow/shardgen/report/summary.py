@@ -60,9 +60,11 @@ def manifest(con, config: Config, per_source: list[dict], outputs: list[Path], d
     done = [json.loads(p.read_text()) for p in done_files]
     return {
         "sources": list(sources.values()),
-        "model": {"path": str(model.path), **model.fingerprint, "stop_token_ids": model.stop_token_ids},
+        "model": model.record(),
         "sampling": {"defaults": config.defaults.as_dict(),
-                     "per_source": {s.name: config.sampling_for(s) for s in config.sources}},
+                     "per_source": {s.name: config.sampling_for(s, model.served_sampling) for s in config.sources},
+                     "origin_per_source": {s.name: config.sampling_origins(s, model.served_sampling)
+                                           for s in config.sources}},
         "seed": config.seed,
         "engine": {"config": config.engine.as_dict(), "resolved": [d["engine"] for d in done if d.get("engine")]},
         "versions": _versions(),
