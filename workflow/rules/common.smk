@@ -1,4 +1,5 @@
 import atexit
+import hashlib
 import json
 import sys
 from pathlib import Path
@@ -49,8 +50,11 @@ def source_files(wildcards):
 
 
 def output_settings(*keys):
-    """Settings that change outputs, as a rerun trigger: a change reruns the rule and what follows."""
-    return json.dumps({k: CONFIG.raw[k] for k in keys}, sort_keys=True)
+    """Settings that change outputs, as a rerun trigger: a change reruns the rule and what follows. A digest, not
+    the settings' text: Snakemake formats a string param, so a `{word}` a user wrote (a Jinja template's
+    `{{ bos_token }}`, a system prompt) would stop the workflow; the steps read the settings from the resolved
+    config."""
+    return hashlib.sha256(json.dumps({k: CONFIG.raw[k] for k in keys}, sort_keys=True).encode()).hexdigest()
 
 
 # What every gen_key depends on. merge carries it too: after a failed prompts job (whose outputs Snakemake deletes)
