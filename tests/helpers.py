@@ -249,3 +249,14 @@ class FakeEngine:
 
     def close(self):
         pass
+
+
+def snakemake(workdir: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    """The workflow copied to `workdir` (conftest.copy_workflow) run by this venv's `snakemake` on the demo config
+    and workdir's config/test.yaml, with `args`; stdout and stderr together."""
+    bin_dir = Path(sys.executable).parent
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+    env.pop("SHARDGEN_FAULT", None)
+    cmd = [str(bin_dir / "snakemake"), "--configfile", "config/demo.yaml", "config/test.yaml", "--cores", "2", *args]
+    return subprocess.run(cmd, cwd=workdir, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          timeout=timeout)

@@ -61,3 +61,19 @@ def test_a_cpu_runs_forecast_counts_its_side_by_side_engines_and_says_cpu(make_c
     assert (f["gpus"], f["device"]) == (2, "cpu")  # both shards' engines ran at once, not "1 GPU(s)"
     text = markdown({"efficiency": [], "forecast": f})
     assert "on 2 CPU engine(s)" in text and "GPU(s)" not in text and "says nothing about a GPU run" in text
+
+
+def test_the_command_forecasts_a_cpu_run_as_its_report_does(make_config, write_jsonl, capsys):
+    from helpers import stage
+    from shardgen.report.efficiency_forecast import forecast as run_forecast
+
+    config = make_config([{"name": "a", "path": write_jsonl("a.jsonl", [{"query": f"Say {i}."} for i in range(8)]),
+                           "format": "query_response"}])
+    report = run_forecast(config, stage(config, 2), {"generated": 8, "dataset_generation_wall_s": 1.0})
+    path = str(config.write_resolved())
+    assert main(["--config", path, "forecast", "--json"]) == 0
+    command = json.loads(capsys.readouterr().out)
+    assert (command["gpus"], command["device"], command["seconds"]) == (2, "cpu", report["this_run_forecast_s"])
+    assert main(["--config", path, "forecast"]) == 0
+    text = capsys.readouterr().out
+    assert "on 2 CPU engine(s)" in text and "GPU" not in text.split("\nassumption")[0]

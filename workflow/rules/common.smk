@@ -1,24 +1,32 @@
 import atexit
+import hashlib
 import json
 import sys
 from pathlib import Path
 
 from snakemake.utils import available_cpu_count
 
+from shardgen import ShardgenError
 from shardgen.config import Config
 from shardgen.report.figures import FIGURES
 from shardgen.layout import SHARD_REGEX, SHARD_WILDCARD as SHARD, Layout, shard_ids
 from shardgen.locks import clear_stale_locks, hold_run_guard
 from shardgen.prompts.sources import check_readable
+from shardgen.target_model import check_model_folder
 
 
 # Snakemake's config schema validation, done by Config.from_dict (one path for the workflow and the CLI) against
-# ../schemas/config.schema.yaml: defaults filled, errors naming the key and the closest valid one.
-CONFIG = Config.from_dict(config)
-LAYOUT = Layout(CONFIG.results)
+# ../schemas/config.schema.yaml: defaults filled, errors naming the key and the closest valid one. Sources and the
+# model folder are checked at every parse, not only when prompts runs: a wrong path is an error even when results
+# exist. A config error is the user's to fix: its message alone, not a traceback into this file.
+try:
+    CONFIG = Config.from_dict(config)
+    LAYOUT = Layout(CONFIG.results)
+    check_readable(CONFIG.sources)
+    check_model_folder(CONFIG.model, LAYOUT.demo_model_dir)
+except ShardgenError as error:
+    sys.exit(f"shardgen: {error}")
 SHARDS = shard_ids(CONFIG.n_shards)
-# Checked at every parse, not only when prompts runs: a wrong source path is an error even when results exist.
-check_readable(CONFIG.sources)
 # Every `shardgen` step reads the resolved config through the environment its job inherits (on Slurm, the
 # job's own parse of this file sets it again): engine, checkpoint and other knobs that must not rerun anything.
 CONFIG.export_for_jobs()
@@ -49,8 +57,11 @@ def source_files(wildcards):
 
 
 def output_settings(*keys):
-    """Settings that change outputs, as a rerun trigger: a change reruns the rule and what follows."""
-    return json.dumps({k: CONFIG.raw[k] for k in keys}, sort_keys=True)
+    """Settings that change outputs, as a rerun trigger: a change reruns the rule and what follows. A digest, not
+    the settings' text: Snakemake formats a string param, so a `{word}` a user wrote (a Jinja template's
+    `{{ bos_token }}`, a system prompt) would stop the workflow; the steps read the settings from the resolved
+    config."""
+    return hashlib.sha256(json.dumps({k: CONFIG.raw[k] for k in keys}, sort_keys=True).encode()).hexdigest()
 
 
 # What every gen_key depends on. merge carries it too: after a failed prompts job (whose outputs Snakemake deletes)

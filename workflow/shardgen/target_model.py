@@ -18,6 +18,18 @@ class ModelError(ShardgenError, ValueError):
     """The model folder cannot be used (missing, no chat template, ...)."""
 
 
+def check_model_folder(model: ModelConfig, built_by_workflow: Path) -> None:
+    """Raise ModelError naming model.path when it is no model folder (no config.json), unless it is the folder the
+    workflow builds itself (the demo model): checked at every parse, before Snakemake would say only that an input
+    file is missing."""
+    path = Path(model.path)
+    if (path / "config.json").is_file() or path.resolve() == built_by_workflow.resolve():
+        return
+    state = "holds no config.json" if path.is_dir() else "is not a directory" if path.exists() else "not found"
+    raise ModelError(f"model.path {model.path}: {state} (resolved to {path.resolve()}); it must be a model folder "
+                     "(config.json, tokenizer, weights)")
+
+
 def _hash_files(folder: Path, names) -> str:
     digest = hashlib.sha256()
     for name in names:

@@ -32,6 +32,5 @@ SELECT (SELECT sum(read) FROM accounting) AS prompts_read,
        -- finished rows not used: a gen_key committed more than once (the earliest wins), or a stale gen_key
        (SELECT count(*) - count(DISTINCT gen_key) FROM parts WHERE is_generated(finish_reason))
            AS duplicate_commits,
-       (SELECT count(*) FROM parts WHERE is_generated(finish_reason)
-           AND base_key NOT IN (SELECT gen_key FROM prompts)) AS stale_rows
+       (SELECT count(*) FROM stale_rows) AS stale_rows
 FROM throughput t, dataset_totals d, dataset_wall dw

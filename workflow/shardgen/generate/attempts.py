@@ -32,6 +32,7 @@ OOM_MARKERS = ("CUDA out of memory", "OutOfMemoryError", "out of memory")
 BEAT_SECONDS = 5.0
 STALE_SECONDS = 30.0  # six beats missed: a loaded or shared filesystem delays a write, never by this much
 INTERRUPTED = "interrupted"
+FINISHED = "finished"
 
 
 def _append(shard_dir: Path, entry: dict) -> None:
@@ -57,7 +58,7 @@ def read_attempts(shard_dir: Path) -> list[dict]:
             continue
         record = attempts.setdefault(entry["attempt"], {"attempt": entry["attempt"]})
         if entry["event"] == "finished":
-            record.update(status="finished", cause=None, finished_at=entry["at"])
+            record.update(status=FINISHED, cause=None, finished_at=entry["at"])
         elif entry["event"] == INTERRUPTED:
             record.update(status=INTERRUPTED, cause=INTERRUPTED, finished_at=entry["at"])
         elif entry["event"] in ("out_of_memory", "stalled"):
@@ -165,7 +166,7 @@ def alive(shard_dir: Path, attempt: dict, now: float) -> tuple[bool, float | Non
 
 
 def liveness(shard_dir: Path, now: float) -> dict | None:
-    """The newest attempt as status shows it, or None before the first: `state` (starting, generating,
+    """The newest attempt as status shows it, or None before the first: `state` (starting, generating, finished,
     interrupted, down:CAUSE), `silent_s` (seconds since its last sign of life), `attempt` (its record) and
     `running` (whether its process is alive)."""
     attempts = read_attempts(shard_dir)
@@ -176,6 +177,8 @@ def liveness(shard_dir: Path, now: float) -> dict | None:
     is_alive, last_sign = alive(shard_dir, last, now)
     if last.get("status") == INTERRUPTED:  # over, even while its process is still on its way out
         is_alive, state = False, INTERRUPTED
+    elif last.get("status") == FINISHED:  # over too: its process may still be writing the done file, or long gone
+        is_alive, state = False, FINISHED
     elif is_alive:
         state = "generating" if "engine_started_at" in last else "starting"
     else:

@@ -29,8 +29,10 @@ class ShardProgress:
     with a committed row (generated, ended or aborted); conversations: those begun; turns, max_turn and
     output_tokens: its generated turns; budget_spent: the max_new_tokens of its committed turns; commits: the
     parts in its folder, oldest first; stale_rows: rows in its folder made for other prompts (another model,
-    template or sampling, or prompts no longer configured); lost: parts listed in its index but gone, or
-    unreadable."""
+    template or sampling, or prompts no longer configured; winners.sql's `stale_rows`); lost: parts listed in its
+    index but gone, or unreadable; missing: its conversations with no outcome yet (none: its work is all committed,
+    as a done file of this prompt set says)."""
+    missing: int = 0
     committed: int = 0
     conversations: int = 0
     turns: int = 0
@@ -92,7 +94,7 @@ def _read_progress(layout: Layout) -> RunProgress:
     unreadable, mtimes = status_cache.load_parts(con, layout)
     checkpoint.define_status_views(con, _split_prompts(layout))
     for row in db.query(con, "shard_progress"):
-        for key in ("committed", "conversations", "turns", "max_turn", "output_tokens", "budget_spent"):
+        for key in ("missing", "committed", "conversations", "turns", "max_turn", "output_tokens", "budget_spent"):
             setattr(shards[row["shard"]], key, int(row[key]))
     parts = {row["filename"]: row for row in db.query(con, "part_progress")}
     for shard, state in shards.items():

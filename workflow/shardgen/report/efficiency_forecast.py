@@ -35,12 +35,11 @@ def forecast(config, layout, record: dict) -> dict | None:
         rate = fc.rate_from_results(layout)
     except fc.ForecastError:
         return None
-    # A CPU run (gpus: 0) runs every shard's engine side by side; a GPU run one engine per tp_size GPUs.
-    device = "gpu" if config.gpus else "cpu"
-    gpus = config.engines if config.gpus else config.n_shards
+    gpus, device = fc.engines_of(config)
     output = rate["output_tokens_measured"]
-    whole = fc.forecast(record["generated"] or 1, output, gpus, rate["tok_per_s_per_gpu"], measured=rate["measured"])
-    per = fc.forecast(PER, output, gpus, rate["tok_per_s_per_gpu"], measured=rate["measured"])
+    whole = fc.forecast(record["generated"] or 1, output, gpus, rate["tok_per_s_per_gpu"], measured=rate["measured"],
+                        device=device)
+    per = fc.forecast(PER, output, gpus, rate["tok_per_s_per_gpu"], measured=rate["measured"], device=device)
     return {"tok_per_s_per_gpu": round(rate["tok_per_s_per_gpu"], 1), "output_tokens_per_prompt": round(output, 1),
             "gpus": gpus, "device": device, "this_run_forecast_s": whole["seconds"], "this_run_generation_wall_s":
             record["dataset_generation_wall_s"], f"hours_per_{PER}_prompts": per["hours"], "assumption": whole["assumption"]}

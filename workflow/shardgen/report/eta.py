@@ -79,9 +79,14 @@ def run_eta(shards: list[dict]) -> dict:
             "output_tokens_committed": committed, "output_tokens_share": round(share, 4) if share else None}
 
 
+GENERATING = ("starting", "generating")  # the states of a shard whose newest attempt is alive (attempts.liveness)
+
+
 def annotate(layout, rows: list[dict], now: float | None = None) -> dict:
     """Replace each status row's eta_s by the token-based one; return the whole run's (done shards count as 0),
-    with the shards down or interrupted and the stale rows on disk (not counted anywhere)."""
+    with the shards down or interrupted and the stale rows on disk (not counted anywhere). A shard with no attempt
+    alive has no ETA; its work left counts in the run's at the rate of the shards generating, and with none
+    generating the run has no ETA."""
     import time
 
     now = time.time() if now is None else now
@@ -92,12 +97,12 @@ def annotate(layout, rows: list[dict], now: float | None = None) -> dict:
                           row.get("turns_expected", row["prompts"]), now, output_budget(layout.split(row["shard"])))
         if row["done"]:
             shard.update(remaining_tokens=0, eta_s=0, tok_per_s=0.0)
-        stopped = row["state"].startswith("down:") or row["state"] == attempt_log.INTERRUPTED
-        if stopped:  # nothing runs now; the run's ETA still counts it, at its last rate, as if restarted
-            shard["tok_per_s"] = 0.0
-        row["eta_s"] = None if stopped else shard["eta_s"]
+        elif row["state"] not in GENERATING:  # no attempt alive: a rate or ETA would describe a process that is gone
+            shard.update(eta_s=None, tok_per_s=0.0)
+        row["eta_s"] = shard["eta_s"]
         shards.append(shard)
     run = run_eta(shards)
+    run["generating"] = sum(row["state"] in GENERATING for row in rows)
     run["down"] = [f"shard {r['shard']} ({r['state'][5:]}, silent {r['silent_s']} s)" for r in rows
                    if r["state"].startswith("down:")]
     run["interrupted"] = [f"shard {r['shard']}" for r in rows if r["state"] == attempt_log.INTERRUPTED]
@@ -107,7 +112,9 @@ def annotate(layout, rows: list[dict], now: float | None = None) -> dict:
 
 def render(run: dict) -> str:
     if run["eta_s"] is None:
-        line = "run: no ETA yet (a rate needs two commits of one attempt)"
+        why = "a rate needs two commits of one attempt" if run.get("generating", 1) else \
+            "nothing is generating: a run of the workflow generates the work left"
+        line = f"run: no ETA yet ({why})"
     else:
         share = run["output_tokens_share"]
         share = f"{share:.1%} of the output tokens committed, " if share else ""
@@ -119,6 +126,6 @@ def render(run: dict) -> str:
     if run.get("interrupted"):
         line += f"; INTERRUPTED: {', '.join(run['interrupted'])}: a rerun resumes it"
     if run.get("down"):
-        line += (f"; DOWN: {', '.join(run['down'])}: its share of the ETA assumes it is restarted (Snakemake retries, "
-                 "or a rerun)")
+        line += (f"; DOWN: {', '.join(run['down'])}: its work left counts in the ETA at the other shards' rate, as if "
+                 "restarted (Snakemake retries, or a rerun)")
     return line

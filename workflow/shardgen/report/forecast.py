@@ -56,8 +56,14 @@ def planned_prompts(layout) -> int | None:
     return pq.read_metadata(layout.prompts).num_rows if layout.prompts.exists() else None
 
 
+def engines_of(config) -> tuple[int, str]:
+    """(engines that run side by side, device) for a run of `config`: a CPU run (gpus: 0) runs every shard's engine
+    at once, a GPU run one engine per engine.gpus_per_engine GPUs. The report's forecast and the command's alike."""
+    return (config.engines, "gpu") if config.gpus else (config.n_shards, "cpu")
+
+
 def forecast(prompts: int, output_tokens: float, gpus: int, tok_per_s_per_gpu: float | None = None,
-             req_per_s: float | None = None, measured: str = "given on the command line") -> dict:
+             req_per_s: float | None = None, measured: str = "given on the command line", device: str = "gpu") -> dict:
     if prompts <= 0 or output_tokens <= 0 or gpus <= 0:
         raise ForecastError(f"forecast needs positive --prompts, --output-tokens and --gpus (got {prompts}, "
                             f"{output_tokens}, {gpus})")
@@ -65,10 +71,11 @@ def forecast(prompts: int, output_tokens: float, gpus: int, tok_per_s_per_gpu: f
     if req_per_s:
         seconds, basis = prompts / req_per_s, f"{req_per_s} requests/s for the whole run"
     elif tok_per_s_per_gpu:
-        seconds, basis = tokens / (gpus * tok_per_s_per_gpu), f"{tok_per_s_per_gpu:.2f} output tok/s per GPU x {gpus}"
+        engine = engine_words({"device": device, "gpus": gpus})[0]
+        seconds, basis = tokens / (gpus * tok_per_s_per_gpu), f"{tok_per_s_per_gpu:.2f} output tok/s per {engine} x {gpus}"
     else:
         raise ForecastError("no rate: give --tok-per-s, --req-per-s, --log, or run it inside a run's results")
-    return {"prompts": prompts, "output_tokens_per_prompt": output_tokens, "gpus": gpus,
+    return {"prompts": prompts, "output_tokens_per_prompt": output_tokens, "gpus": gpus, "device": device,
             "output_tokens": round(tokens), "rate": basis, "measured": measured,
             "seconds": round(seconds), "hours": round(seconds / SECONDS_PER_HOUR, 1), "days": round(seconds / SECONDS_PER_HOUR / 24, 2),
             "assumption": __doc__.split("\n\n")[1].replace("\n", " ")}
@@ -85,11 +92,11 @@ def from_options(args, config, layout) -> dict:
         rate = rate_from_results(layout)
     prompts = args.prompts or planned_prompts(layout)
     output_tokens = args.output_tokens or rate.get("output_tokens_measured")
-    gpus = args.gpus or (config and config.engines)
+    gpus, device = (args.gpus, "gpu") if args.gpus else engines_of(config) if config else (None, "gpu")
     if not (prompts and output_tokens and gpus):
         raise ForecastError("give --prompts, --output-tokens and --gpus (or --config for a built prompt set, a "
                             "run's measured output length and its GPU count)")
-    return forecast(prompts, output_tokens, gpus, rate["tok_per_s_per_gpu"], args.req_per_s, rate["measured"])
+    return forecast(prompts, output_tokens, gpus, rate["tok_per_s_per_gpu"], args.req_per_s, rate["measured"], device)
 
 
 def engine_words(forecast: dict) -> tuple[str, str]:
@@ -101,5 +108,6 @@ def engine_words(forecast: dict) -> tuple[str, str]:
 
 def render(result: dict) -> str:
     return (f"{result['prompts']:,} prompts x {result['output_tokens_per_prompt']:,.0f} output tokens on "
-            f"{result['gpus']} GPU(s) at {result['rate']}: {result['hours']:,} h ({result['days']} days)\n"
+            f"{engine_words(result)[1]} at {result['rate']}: {result['seconds']:,} s = {result['hours']:,} h "
+            f"({result['days']} days)\n"
             f"rate: {result['measured']}\nassumption: {result['assumption']}")

@@ -1,7 +1,8 @@
 """`shardgen status`: every shard's progress against the current prompt set (its split file's conversations; rows
 made for other prompts, after a sampling, model or template change, are stale: counted apart, never as progress),
 from the shard's checkpoint; lost parts named; its state (waiting, starting, generating, interrupted, down:CAUSE,
-done: from its newest attempt; silent_s = seconds since its last sign of life), rate and ETA, and the current
+done: from its newest attempt; stale: a done file, but the current prompt set has uncommitted work (a sampling change
+since, or a lost part); silent_s = seconds since its last sign of life), rate and ETA, and the current
 output tokens/s and running requests from the newest telemetry part (SGLang; without telemetry, the attempt's
 average tokens/s from its parts). A shard that is not running shows no rate, tokens/s or running count: those
 describe a process that is gone. Where a generated turn is after the first, every shard also shows conversations
@@ -21,6 +22,7 @@ from shardgen.layout import Layout, telemetry_files
 from shardgen.prompts.split import expected_turns
 
 
+STALE = "stale"  # a done file whose prompt set has uncommitted work: a rerun generates it
 LIVE_SECONDS = 120  # telemetry older than this says nothing about now (parts are written every 10 s while running)
 
 
@@ -40,14 +42,19 @@ def _live(shard_dir: Path, now: datetime, since: datetime) -> dict:
 
 def shard_status(layout: Layout, shard: int, progress: ShardProgress, now: datetime) -> dict:
     turns = expected_turns(layout.split(shard))  # what parts count: one row per turn
-    done = layout.done(shard).exists()
+    # A done file says the shard finished its prompt set when it was written; it is done now only while every
+    # current conversation has an outcome (a sampling change, or a lost part, leaves work uncommitted under it).
+    done_file = layout.done(shard).exists()
+    done = done_file and progress.missing == 0
     row = {"shard": shard, "prompts": pq.read_metadata(layout.split(shard)).num_rows, "turns_expected": turns,
            "committed": progress.committed, "done": done, "state": "done" if done else "waiting",
            "rate_per_s": None, "eta_s": None, "out_tok_per_s": None, "running": None,
            "lost_parts": "; ".join(progress.lost) or None, "silent_s": None, "stale_rows": progress.stale_rows,
            "conversations": progress.conversations, "turns": progress.turns, "max_turn": progress.max_turn}
     life = None if done else attempts.liveness(layout.shard_dir(shard), now.timestamp())
-    if life is None:
+    if life is None or life["state"] == attempts.FINISHED:
+        if done_file and not done:  # its last attempt finished an older prompt set, or a part is gone since
+            row["state"] = STALE
         return row
     row.update(state=life["state"], silent_s=life["silent_s"])
     if not life["running"]:

@@ -6,7 +6,7 @@
 -- (light columns only; heavy ones are joined once later). Then the current turns (turn_winners: winners whose
 -- base_key is a current prompts row; one per generated turn), and the outcome of every accepted prompt (a
 -- conversation): generated (complete, or ended by context_exhausted), failed (a turn has only aborted rows: it
--- ended there with the engine's message) or missing.
+-- ended there with the engine's message) or missing; and the stale rows.
 CREATE OR REPLACE TEMP MACRO is_generated(finish_reason) AS finish_reason IN ('stop', 'length');
 CREATE OR REPLACE TEMP MACRO is_ended(finish_reason) AS finish_reason = 'context_exhausted';
 
@@ -28,6 +28,13 @@ CREATE OR REPLACE TEMP TABLE turn_winners AS
 SELECT r.base_key, r.turn, w.gen_key, w.filename, w.file_row_number
 FROM winners w JOIN parts r ON r.filename = w.filename AND r.file_row_number = w.file_row_number
 WHERE r.base_key IN (SELECT gen_key FROM prompts);
+
+-- Stale rows, counted alike by status and the report: finished (generated) rows whose conversation (base_key; a row
+-- without one, its gen_key) is no current prompts row (another model, template or sampling, or a prompt no longer
+-- configured). Aborted and ended rows are no results, so never stale: no prompt set's dataset would use them.
+CREATE OR REPLACE TEMP TABLE stale_rows AS
+SELECT filename, file_row_number FROM parts
+WHERE is_generated(finish_reason) AND coalesce(base_key, gen_key) NOT IN (SELECT gen_key FROM prompts);
 
 CREATE OR REPLACE TEMP TABLE outcomes AS
 WITH done AS (
