@@ -13,7 +13,7 @@
 set -uo pipefail
 RES=${RES:-/root/res}
 W=${DEFAULTS_DIR:-/root/defaults}
-MIX=${DEFAULTS_MIX:-reasoning:100:1536,web:200:768,code:300:384,chat:600:128}
+MIX=${DEFAULTS_MIX:-reasoning:60:1536,web:120:768,code:180:384,chat:360:128}
 CONVERSATIONS=${DEFAULTS_CONVERSATIONS:-1000}
 export PYTHONPATH="$PWD/workflow:${PYTHONPATH:-}" PATH="/root/bin:$PATH"
 mkdir -p "$RES" /root/bin
@@ -25,7 +25,7 @@ case "$1" in
     python3 .gpu/kit/make_model.py /root/model --only nh8b --round-trip > /dev/null
     python3 benchmarks/variable_length.py make --out $W/single --model /root/model/nh8b --engine shipped --mix "$MIX"
     python3 benchmarks/multi_turn.py make --out $W/multi --model /root/model/nh8b --engine shipped \
-      --conversations "$CONVERSATIONS" --max-new-tokens 128
+      --conversations "$CONVERSATIONS" --max-new-tokens ${DEFAULTS_MT_TOKENS:-64}
     # one kernel cache for every arm: the multi-turn config points at the single-turn one
     sed -i "s#cache_dir: .*#cache_dir: $W/single/results/engine-cache#" $W/multi/each_turn.yaml
     nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader > "$RES/gpu.txt"
