@@ -22,10 +22,12 @@ def main(path: Path) -> Path:
     for name, arm in run["arms"].items():
         t, running = zip(*arm["running_series"]) if arm["running_series"] else ((), ())
         ax.plot(t, running, label=f"{LABELS[name]}: {arm['wall_s']:.0f} s", lw=1.2)
-    floor = run["arms"]["b"]["makespan_floor_s"]
-    ax.axvline(floor, color="grey", ls=":", lw=1, label=f"floor {floor:.0f} s (3,072 steps)")
+    b = run["arms"]["b"]
+    ax.axvline(b["makespan_floor_s"], color="grey", ls=":", lw=1,
+               label=f"floor {b['makespan_floor_s']:.0f} s ({b['longest_request_tokens']:,} steps)")
+    gpu = (run.get("engine") or {}).get("gpu_name") or "one GPU"
     ax.set(xlabel="seconds since first submit", ylabel="running requests",
-           title=f"variable-length work, one H200, SGLang {run['sglang_version']}")
+           title=f"variable-length work, {gpu}, SGLang {run['sglang_version']}")
     ax.legend(fontsize=7)
     fig.tight_layout()
     out = path.with_name(path.stem + "-running.png")
