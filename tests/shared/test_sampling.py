@@ -71,3 +71,45 @@ def test_the_cpu_engine_applies_every_field_under_its_generation_config_name():
     greedy = hf_sampling({**sampled, "temperature": 0.0})
     assert greedy["do_sample"] is False and greedy["repetition_penalty"] == 1.1
     assert greedy["temperature"] is greedy["top_p"] is greedy["top_k"] is greedy["min_p"] is None
+
+
+def test_the_gen_key_of_a_fixed_config_is_what_it_was_before_the_fields_were_declared_once():
+    """Digests computed by the code before the declaration (the hand-written fields): every row made then stays
+    current. One config leaves sampling to Qwen3's generation config, one sets lists, min_p and repetition_penalty
+    over a model without one."""
+    from shardgen.keys import gen_key_of
+
+    bare = Config.from_dict({"model": {"path": "m"}, "sources": [SOURCE]})
+    listed = Config.from_dict({"model": {"path": "m"}, "defaults": {"temperature": 0.7, "min_p": 0.05}, "sources": [
+        {**SOURCE, "sampling": {"top_k": [5, 50], "temperature": 1.0, "repetition_penalty": [1.0, 1.2]}}]})
+
+    def key(config, model):
+        return gen_key_of({"model": "fp"}, config.gen_settings(config.sources[0], model))("ab" * 32)
+
+    assert key(bare, served(QWEN3)) == "16e5216c99503babdea203eb8dfe7e6338baf1d7dca66b229caceba60bc8045a"
+    assert key(listed, served(QWEN3 / "none")) == "2c48579f392ed8a4b8aaa8a14cfdcd7cf1c73fa728d9af2dbf744b5418106e69"
+
+
+def test_a_backend_refuses_at_config_time_a_field_it_cannot_apply_and_is_not_sent_one_at_neutral(monkeypatch, tmp_path):
+    """As if SGLang could not apply min_p: a config that sets it away from 0 fails in Config.from_dict, naming the
+    key and what the backend applies; at 0 (no effect) it passes and its requests leave it out. A generation config
+    that sets it fails once the model is read (the prompts stage's sampling_for)."""
+    from shardgen import engines
+
+    monkeypatch.setitem(engines.APPLIES_SAMPLING, "sglang", lambda field: field.name != "min_p")
+    sglang = {"model": {"path": "m"}, "engine": {"backend": "sglang"}}
+    with pytest.raises(ConfigError, match=r"defaults: min_p 0\.05 cannot be applied by the sglang backend \(it "
+                                          r"applies temperature, top_p, top_k, repetition_penalty\)"):
+        Config.from_dict({**sglang, "defaults": {"min_p": 0.05}, "sources": [SOURCE]})
+    with pytest.raises(ConfigError, match=r"sources\[0\]\.sampling: min_p \[0\.0, 0\.1\] cannot be applied"):
+        Config.from_dict({**sglang, "sources": [{**SOURCE, "sampling": {"min_p": [0.0, 0.1]}}]})
+    config = Config.from_dict({**sglang, "defaults": {"min_p": 0.0}, "sources": [SOURCE]})
+    assert config.sampling_for(config.sources[0], served(QWEN3))["min_p"] == 0.0
+    request = {"max_new_tokens": 8, "temperature": 0.6, "top_p": 0.95, "top_k": 20, "min_p": 0.0,
+               "repetition_penalty": 1.0}
+    assert engines.request_sampling("sglang", request) == {k: v for k, v in request.items() if k != "min_p"}
+    assert engines.request_sampling("transformers", request) == request
+    (tmp_path / "generation_config.json").write_text(json.dumps({"min_p": 0.1}))
+    bare = Config.from_dict({**sglang, "sources": [SOURCE]})
+    with pytest.raises(ConfigError, match=r"the model's generation_config\.json: min_p 0\.1 cannot be applied"):
+        bare.sampling_for(bare.sources[0], served(tmp_path))
