@@ -23,7 +23,7 @@ sys.path.insert(0, sys.argv[2])
 import pyarrow.parquet as pq
 from helpers import part_rows, run_merge, stage
 from shardgen.config import Config, ConfigError
-from shardgen.engines.transformers_engine import TransformersEngine
+from shardgen.engines import transformers_engine
 from shardgen.merge.provenance import provenance
 
 raw = json.loads(open(sys.argv[1]).read())
@@ -32,17 +32,17 @@ try:
     refused = None
 except ConfigError as err:
     refused = str(err)
-sent, generate_batch = [], TransformersEngine._generate_batch
+sent, hf_sampling = [], transformers_engine.hf_sampling
 
-def recording(self, requests):
-    sent.extend(dict(r.sampling) for r in requests)
-    return generate_batch(self, requests)
+def recording(request_sampling):
+    sent.append(hf_sampling(request_sampling))
+    return sent[-1]
 
-TransformersEngine._generate_batch = recording
+transformers_engine.hf_sampling = recording  # what HF generate is called with, per batch
 config = Config.from_dict(raw)
 layout = stage(config, 1)
 print(json.dumps({
-    "refused": refused, "sent": sorted(s["typical_p"] for s in sent),
+    "refused": refused, "sent": sorted({s["typical_p"] for s in sent}),
     "prompts": sorted((r["source"], r["typical_p"], json.loads(r["sampling_origin"])["typical_p"])
                       for r in pq.read_table(layout.prompts).to_pylist()),
     "parts": sorted(r["typical_p"] for r in part_rows(layout)),
@@ -69,7 +69,7 @@ def test_a_field_declared_once_reaches_the_dataset_and_is_refused_by_a_backend_t
     assert proc.returncode == 0, proc.stderr[-3000:]
     seen = json.loads(proc.stdout.strip().splitlines()[-1])
     assert "sources[0].sampling: typical_p 0.9 cannot be applied by the sglang backend" in seen["refused"]
-    assert seen["sent"] == [0.9] * 3 + [1.0] * 2  # what the CPU engine was asked to apply
+    assert seen["sent"] == [0.9, 1.0]  # HF generate's typical_p, for each batch (a batch shares its sampling)
     assert seen["prompts"] == [["set", 0.9, "source"]] * 3 + [["unset", 1.0, "neutral"]] * 2
     assert seen["parts"] == [0.9] * 3 + [1.0] * 2
     assert seen["dataset"] == [["set", 0.9]] * 3 + [["unset", 1.0]] * 2
