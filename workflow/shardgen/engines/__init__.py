@@ -120,20 +120,17 @@ class Backend(Protocol):
         model as published would (empty: none)."""
 
 
-def _cannot_apply(backend: str) -> list:
-    return [f for f in sampling.FIELDS if not APPLIES_SAMPLING[backend](f)]
-
-
 def check_sampling(backend: str, values: dict, where: str) -> None:
     """Refuse a value of a sampling field `backend` cannot apply (a list: any of its values) away from the field's
     neutral value; at neutral the field changes nothing, and its requests leave it out (request_sampling)."""
-    for field in _cannot_apply(backend):
+    applies = APPLIES_SAMPLING[backend]
+    for field in (f for f in sampling.FIELDS if not applies(f)):
         given = values.get(field.name)
         if given is not None and any(v != field.neutral for v in (given if isinstance(given, list) else [given])):
-            applied = [f.name for f in sampling.FIELDS if f not in _cannot_apply(backend)]
+            applied = ", ".join(f.name for f in sampling.FIELDS if applies(f))
             raise ConfigError(f"{where}: {field.name} {given} cannot be applied by the {backend} backend (it "
-                              f"applies {', '.join(applied)}); leave it out, set it to {field.neutral} (no effect) or "
-                              "pick another engine.backend")
+                              f"applies {applied}); leave it out, set it to {field.neutral} (no effect) or pick "
+                              "another engine.backend")
 
 
 def request_sampling(backend: str, values: dict) -> dict:
@@ -141,7 +138,7 @@ def request_sampling(backend: str, values: dict) -> dict:
     through only at their neutral value). An engine outside the registry (a test's fake) takes them all."""
     if backend not in APPLIES_SAMPLING:
         return values
-    left_out = {f.name for f in _cannot_apply(backend)}
+    left_out = {f.name for f in sampling.FIELDS if not APPLIES_SAMPLING[backend](f)}
     return {k: v for k, v in values.items() if k not in left_out}
 
 
