@@ -15,6 +15,7 @@ import pyarrow as pa
 from shardgen import tables
 from shardgen.prompts.formats import conversation
 from shardgen.keys import gen_key, gen_key_of, prompt_id
+from shardgen.sampling import FIELDS
 from shardgen.target_model import ModelInfo
 
 BATCH = 2048
@@ -53,8 +54,9 @@ def main() -> None:
     fast_key = gen_key_of(fingerprint, sampling)
     ids = tokens[:m]
     rows = [{"prompt_id": p, "gen_key": p, "source": "s", "source_row": i, "messages": x, "prompt_ids": t,
-             "prompt_tokens": len(t), "max_new_tokens": 512, "temperature": 0.7, "top_p": 0.95, "top_k": -1,
-             "min_p": 0.0, "repetition_penalty": 1.0, "sampling_extra": "{}", "sampling_origin": "{}", "reference": None, "dropped_turns": 0,
+             "prompt_tokens": len(t), "max_new_tokens": 512, **{f.name: f.neutral for f in FIELDS},
+             "temperature": 0.7, "top_p": 0.95, "sampling_extra": "{}", "sampling_origin": "{}", "reference": None,
+             "dropped_turns": 0,
              "conversation_id": p, "turns": [x[-1]["content"]], "references": [None],
              "work_tokens": len(t) + 512}
             for i, (p, x, t) in enumerate(zip(pids, sub, ids))]

@@ -21,10 +21,16 @@ from shardgen.merge.dataset import merge
 from shardgen.merge.exports import EXPORTS, MANIFEST as EXPORTS_MANIFEST
 from shardgen.prompts.split import split
 from shardgen.prompts.stage import build_prompts
+from shardgen.sampling import FIELDS
 
 TESTS = Path(__file__).resolve().parent
 FAKE = TESTS / "fake_sglang"
 LOGS = TESTS / "data" / "sglang-logs"
+
+
+def greedy_sampling() -> dict:
+    """A prompts row's sampling columns at greedy: every sampling field neutral, temperature 0."""
+    return {**{f.name: f.neutral for f in FIELDS}, "temperature": 0.0}
 
 
 def run_generate(cfg: Config, shard: int, version: str, **env) -> subprocess.CompletedProcess:

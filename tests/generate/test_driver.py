@@ -6,13 +6,16 @@ import pyarrow.parquet as pq
 from tqdm import tqdm
 
 from shardgen.generate.driver import PartSink, drive
-from shardgen.engines import Result
+from shardgen.engines import EngineInfo, Result
 from shardgen.generate.checkpoint import PartWriter
 from shardgen.generate.turns import TurnRequest
+
+from helpers import greedy_sampling
 
 
 class FakeEngine:
     max_running_requests = 4
+    info = EngineInfo("fake", max_running_requests)
 
     def __init__(self, fail_rid_suffix=None):
         self.in_flight = self.peak = 0
@@ -32,8 +35,7 @@ class FakeEngine:
 
 def prompts(n):
     return [TurnRequest.first({"prompt_id": f"p{i}", "gen_key": f"{i:064x}", "prompt_ids": [i], "max_new_tokens": 8,
-                               "temperature": 0.0, "top_p": 1.0, "top_k": -1, "min_p": 0.0,
-                               "repetition_penalty": 1.0}) for i in range(n)]
+                               **greedy_sampling()}) for i in range(n)]
 
 
 def run(engine, tmp_path, n, window, every_records):

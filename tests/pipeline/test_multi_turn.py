@@ -15,7 +15,7 @@ from shardgen.prompts.stage import build_prompts
 from shardgen.prompts.split import split
 from helpers import committed, generate
 from helpers import part_rows, stage
-from helpers import run_merge
+from helpers import greedy_sampling, run_merge
 
 
 def _long_text(model: ModelInfo, tokens: int) -> str:
@@ -151,7 +151,7 @@ def test_the_next_turn_is_submitted_as_soon_as_its_previous_turn_completes(tmp_p
     import asyncio
 
     from shardgen.generate.driver import PartSink, drive
-    from shardgen.engines import Result
+    from shardgen.engines import EngineInfo, Result
     from shardgen.generate.checkpoint import PartWriter
     from dataclasses import replace
 
@@ -160,6 +160,8 @@ def test_the_next_turn_is_submitted_as_soon_as_its_previous_turn_completes(tmp_p
     order = []
 
     class Engine:
+        info = EngineInfo("fake", max_running_requests=2)
+
         async def generate(self, request):
             order.append(request.rid.rsplit("-a", 1)[0])
             await asyncio.sleep(0.01)
@@ -168,8 +170,7 @@ def test_the_next_turn_is_submitted_as_soon_as_its_previous_turn_completes(tmp_p
     def row(name, turns):
         return TurnRequest.first({"prompt_id": name, "gen_key": name, "conversation_id": name, "prompt_ids": [1, 2],
                               "messages": [{"role": "user", "content": "u1"}], "turns": turns, "max_new_tokens": 2,
-                              "temperature": 0.0, "top_p": 1.0, "top_k": -1, "min_p": 0.0,
-                              "repetition_penalty": 1.0, "sampling_extra": "{}"})
+                              **greedy_sampling(), "sampling_extra": "{}"})
 
     def follow(prompt, _row):
         nxt = prompt.next("ans", [7, 8], lambda messages, kw: [1] * (2 * len(messages)))

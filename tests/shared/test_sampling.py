@@ -4,7 +4,7 @@ import shutil
 import pytest
 
 from shardgen.config import Config, ConfigError
-from shardgen.sampling import FIELDS, NEUTRAL, served
+from shardgen.sampling import FIELDS, names, served
 
 from conftest import REPO
 
@@ -21,7 +21,7 @@ def test_the_model_generation_config_gives_what_it_sets_and_neutral_the_rest():
 
 
 def test_a_model_without_generation_config_is_sampled_neutrally(tmp_path):
-    assert served(tmp_path) == {name: (NEUTRAL[name], "neutral") for name in FIELDS}
+    assert served(tmp_path) == {f.name: (f.neutral, "neutral") for f in FIELDS}
     (tmp_path / "generation_config.json").write_text(json.dumps({"top_k": 0, "repetition_penalty": 1.1}))
     assert served(tmp_path)["top_k"] == (-1, "generation_config")  # HF's 0 (off) is the engines' -1
     assert served(tmp_path)["repetition_penalty"] == (1.1, "generation_config")
@@ -45,7 +45,7 @@ def test_explicit_values_win_over_the_generation_config_and_a_schema_default_is_
 def test_the_shipped_configs_leave_sampling_to_the_model():
     for name in ("config.yaml", "demo.yaml"):
         text = (REPO / "config" / name).read_text()
-        assert not any(f"\n  {field}:" in text for field in FIELDS), name
+        assert not any(f"\n  {field}:" in text for field in names()), name
 
 
 def test_the_gen_key_changes_with_the_generation_config_and_not_with_a_field_at_its_no_op(tmp_path):
@@ -59,18 +59,57 @@ def test_the_gen_key_changes_with_the_generation_config_and_not_with_a_field_at_
     assert config.gen_settings(source, served(tmp_path)) == {**before, "repetition_penalty": 1.05}
 
 
-def test_the_cpu_engine_applies_every_field_and_refuses_one_it_cannot():
-    from shardgen.engines.transformers_engine import check_sampling, hf_sampling
+def test_the_cpu_engine_applies_every_field_under_its_generation_config_name():
+    from shardgen.engines.transformers_engine import hf_sampling
     from shardgen.generate.turns import Sampling
     from dataclasses import fields
 
-    assert [f.name for f in fields(Sampling)] == ["max_new_tokens", *FIELDS]
-    check_sampling()  # every declared field has its HF argument
-    with pytest.raises(ConfigError, match=r"cannot apply \['typical_p'\]"):
-        check_sampling(["temperature", "typical_p"])
+    assert [f.name for f in fields(Sampling)] == ["max_new_tokens", *names()]
     sampled = {"max_new_tokens": 8, "temperature": 0.6, "top_p": 0.95, "top_k": -1, "min_p": 0.05,
                "repetition_penalty": 1.1}
     assert hf_sampling(sampled) == {**sampled, "top_k": 0, "do_sample": True}
     greedy = hf_sampling({**sampled, "temperature": 0.0})
     assert greedy["do_sample"] is False and greedy["repetition_penalty"] == 1.1
     assert greedy["temperature"] is greedy["top_p"] is greedy["top_k"] is greedy["min_p"] is None
+
+
+def test_the_gen_key_of_a_fixed_config_is_what_it_was_before_the_fields_were_declared_once():
+    """Digests computed by the code before the declaration (the hand-written fields): every row made then stays
+    current. One config leaves sampling to Qwen3's generation config, one sets lists, min_p and repetition_penalty
+    over a model without one."""
+    from shardgen.keys import gen_key_of
+
+    bare = Config.from_dict({"model": {"path": "m"}, "sources": [SOURCE]})
+    listed = Config.from_dict({"model": {"path": "m"}, "defaults": {"temperature": 0.7, "min_p": 0.05}, "sources": [
+        {**SOURCE, "sampling": {"top_k": [5, 50], "temperature": 1.0, "repetition_penalty": [1.0, 1.2]}}]})
+
+    def key(config, model):
+        return gen_key_of({"model": "fp"}, config.gen_settings(config.sources[0], model))("ab" * 32)
+
+    assert key(bare, served(QWEN3)) == "16e5216c99503babdea203eb8dfe7e6338baf1d7dca66b229caceba60bc8045a"
+    assert key(listed, served(QWEN3 / "none")) == "2c48579f392ed8a4b8aaa8a14cfdcd7cf1c73fa728d9af2dbf744b5418106e69"
+
+
+def test_a_backend_refuses_at_config_time_a_field_it_cannot_apply_and_is_not_sent_one_at_neutral(monkeypatch, tmp_path):
+    """As if SGLang could not apply min_p: a config that sets it away from 0 fails in Config.from_dict, naming the
+    key and what the backend applies; at 0 (no effect) it passes and its requests leave it out. A generation config
+    that sets it fails once the model is read (the prompts stage's sampling_for)."""
+    from shardgen import engines
+
+    monkeypatch.setitem(engines.APPLIES_SAMPLING, "sglang", lambda field: field.name != "min_p")
+    sglang = {"model": {"path": "m"}, "engine": {"backend": "sglang"}}
+    with pytest.raises(ConfigError, match=r"defaults: min_p 0\.05 cannot be applied by the sglang backend \(it "
+                                          r"applies temperature, top_p, top_k, repetition_penalty\)"):
+        Config.from_dict({**sglang, "defaults": {"min_p": 0.05}, "sources": [SOURCE]})
+    with pytest.raises(ConfigError, match=r"sources\[0\]\.sampling: min_p \[0\.0, 0\.1\] cannot be applied"):
+        Config.from_dict({**sglang, "sources": [{**SOURCE, "sampling": {"min_p": [0.0, 0.1]}}]})
+    config = Config.from_dict({**sglang, "defaults": {"min_p": 0.0}, "sources": [SOURCE]})
+    assert config.sampling_for(config.sources[0], served(QWEN3))["min_p"] == 0.0
+    request = {"max_new_tokens": 8, "temperature": 0.6, "top_p": 0.95, "top_k": 20, "min_p": 0.0,
+               "repetition_penalty": 1.0}
+    assert engines.request_sampling("sglang", request) == {k: v for k, v in request.items() if k != "min_p"}
+    assert engines.request_sampling("transformers", request) == request
+    (tmp_path / "generation_config.json").write_text(json.dumps({"min_p": 0.1}))
+    bare = Config.from_dict({**sglang, "sources": [SOURCE]})
+    with pytest.raises(ConfigError, match=r"the model's generation_config\.json: min_p 0\.1 cannot be applied"):
+        bare.sampling_for(bare.sources[0], served(tmp_path))

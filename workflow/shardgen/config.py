@@ -10,9 +10,11 @@ import yaml
 
 from shardgen.atomic import write_text
 from shardgen.config_schema import ConfigError, validate
+from shardgen.engines import check_sampling
 from shardgen.config_sections import (CheckpointConfig, EngineConfig, ExportsConfig, HardwareConfig, ModelConfig,
                                       PromptsConfig, SamplingDefaults, SourceConfig, build)
 from shardgen.layout import Layout
+from shardgen.sampling import GENERATION_CONFIG
 
 __all__ = ["CONFIG_ENV", "DEFAULT_CONFIG", "Config", "ConfigError", "complete_config", "config_path", "read_file",
            "results_dir_of"]
@@ -76,7 +78,15 @@ class Config:
     @classmethod
     def from_dict(cls, raw: dict) -> "Config":
         raw = validate(json.loads(json.dumps(raw)))
-        return build(cls, {**raw, "raw": raw})
+        config = build(cls, {**raw, "raw": raw})
+        config._check_sampling_applies()
+        return config
+
+    def _check_sampling_applies(self) -> None:
+        """Every sampling value the config writes is one engine.backend can apply (engines.APPLIES_SAMPLING)."""
+        check_sampling(self.engine.backend, self.defaults.as_dict(), "defaults")
+        for i, source in enumerate(self.sources):
+            check_sampling(self.engine.backend, source.sampling.as_dict(), f"sources[{i}].sampling")
 
     @classmethod
     def from_file(cls, path: str | Path) -> "Config":
@@ -101,8 +111,12 @@ class Config:
         return Config.from_dict({**self.raw, "engine": engine})
 
     def sampling_for(self, source: SourceConfig, served: dict) -> dict:
-        """`served`: the model's sampling as served (target_model.ModelInfo.served_sampling)."""
-        return source.sampling_over(self.defaults, served)
+        """`served`: the model's sampling as served (target_model.ModelInfo.served_sampling); a value of it that the
+        config leaves in place is one engine.backend must apply too."""
+        values, origins = source.sampling_over(self.defaults, served), self.sampling_origins(source, served)
+        from_model = {k: v for k, v in values.items() if origins.get(k) == "generation_config"}
+        check_sampling(self.engine.backend, from_model, f"the model's {GENERATION_CONFIG}")
+        return values
 
     def sampling_origins(self, source: SourceConfig, served: dict) -> dict:
         return source.sampling_origins(self.defaults, served)

@@ -9,6 +9,7 @@ import jsonschema
 import yaml
 
 from shardgen import WORKFLOW_DIR, ShardgenError
+from shardgen.sampling import FIELDS
 
 SCHEMA_PATH = WORKFLOW_DIR / "schemas" / "config.schema.yaml"
 
@@ -19,7 +20,24 @@ class ConfigError(ShardgenError, ValueError):
 
 @cache
 def schema() -> dict:
-    return yaml.safe_load(SCHEMA_PATH.read_text())
+    """The schema file with one key per sampling field (shardgen.sampling.FIELDS) in `defaults` and in a source's
+    `sampling`, each after `max_new_tokens`. Built here, not written in the file: only Config.from_dict validates a
+    config (the workflow's included, common.smk), so the declaration is the one place a field's type, bounds and
+    meaning are written."""
+    loaded = yaml.safe_load(SCHEMA_PATH.read_text())
+    defaults = loaded["properties"]["defaults"]
+    per_source = loaded["properties"]["sources"]["items"]["properties"]["sampling"]
+    defaults["properties"] = _after_max_new_tokens(defaults["properties"], {f.name: f.default_schema() for f in FIELDS})
+    per_source["properties"] = _after_max_new_tokens(per_source["properties"],
+                                                     {f.name: f.source_schema() for f in FIELDS})
+    per_source["description"] = per_source["description"].replace(
+        "{sampling_fields}", ", ".join(f"`{f.name}`" for f in FIELDS))
+    return loaded
+
+
+def _after_max_new_tokens(properties: dict, fields: dict) -> dict:
+    """The keys in README's order (config_doc renders them in the schema's)."""
+    return {"max_new_tokens": properties.pop("max_new_tokens"), **fields, **properties}
 
 
 def _with_defaults(validator_class):

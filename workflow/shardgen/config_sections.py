@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass, fields, is_dataclass
 from pathlib import Path
 
 from shardgen.keys import pick
-from shardgen.sampling import key_settings, resolve
+from shardgen.sampling import key_settings, resolve, sampling_dataclass
 
 
 class Section:
@@ -92,27 +92,14 @@ class PromptsConfig(Section):
     workers: int | None
 
 
-@dataclass(frozen=True)
-class SamplingDefaults(Section):
-    max_new_tokens: int
-    # None: not written, the model's generation config gives it (shardgen.sampling.resolve).
-    temperature: float | None
-    top_p: float | None
-    top_k: int | None
-    min_p: float | None
-    repetition_penalty: float | None
-    chat_template_kwargs: dict
-
-
-@dataclass(frozen=True)
-class SamplingOverrides(Section):
-    max_new_tokens: int | None = None  # None: not set, the default applies
-    # A list: one value per prompt, chosen from its prompt_id (keys.pick); the list enters the gen_key.
-    temperature: float | list | None = None
-    top_p: float | list | None = None
-    top_k: int | list | None = None
-    min_p: float | list | None = None
-    repetition_penalty: float | list | None = None
+# `defaults`: max_new_tokens, one key per sampling field (shardgen.sampling.FIELDS), chat_template_kwargs. A field's
+# None: not written, the model's generation config gives it (shardgen.sampling.resolve).
+SamplingDefaults = sampling_dataclass("SamplingDefaults", [("max_new_tokens", int)], lambda f: f.python_type | None,
+                                      [("chat_template_kwargs", dict)], bases=(Section,))
+# A source's `sampling`; None: not set, the default applies. A field's list: one value per prompt, chosen from its
+# prompt_id (keys.pick); the list enters the gen_key.
+SamplingOverrides = sampling_dataclass("SamplingOverrides", [("max_new_tokens", int | None, None)],
+                                       lambda f: f.python_type | list | None, bases=(Section,), default=None)
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ import pyarrow as pa
 
 from shardgen import WORKFLOW_DIR, ShardgenError, tables
 from shardgen.layout import Layout
+from shardgen.sampling import names
 
 SQL_DIR = WORKFLOW_DIR / "sql"
 INTERNAL_SQL_DIR = SQL_DIR / "internal"  # parameterized or view-building queries the steps run, not a user
@@ -44,6 +45,8 @@ def connect(layout: Layout, memory_limit: str | None = None) -> duckdb.DuckDBPyC
     con.execute("SET preserve_insertion_order = false")  # lets large COPYs stream
     if memory_limit:
         con.execute(f"SET memory_limit = {quote(memory_limit)}")
+    # the sampling columns' names, which the dataset query selects by (shardgen.sampling.FIELDS)
+    con.execute("SET VARIABLE sampling_fields = ?", [list(names())])
     for name, schema in (("prompts", tables.PROMPTS), ("rejected", tables.REJECTED),
                          ("duplicates", tables.DUPLICATES), ("sources", tables.SOURCES)):
         parquet_view(con, name, str(layout.prompt_table(name)), schema)

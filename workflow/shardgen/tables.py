@@ -2,13 +2,14 @@
 
 import pyarrow as pa
 
-from shardgen.sampling import NEUTRAL
+from shardgen.sampling import FIELDS
 
 MESSAGES = pa.list_(pa.struct([("role", pa.string()), ("content", pa.string())]))
 TOKENS = pa.list_(pa.int32())
 UTC = pa.timestamp("us", tz="UTC")
-# One column per sampling field (shardgen.sampling), in its declared order.
-SAMPLING = [(name, pa.int32() if isinstance(value, int) else pa.float64()) for name, value in NEUTRAL.items()]
+# One column per sampling field (shardgen.sampling.FIELDS), in its declared order: an integer field is int32, a
+# number float64.
+SAMPLING = [(f.name, pa.int32() if f.kind == "integer" else pa.float64()) for f in FIELDS]
 
 PROMPTS = pa.schema([
     ("prompt_id", pa.string()), ("gen_key", pa.string()), ("source", pa.string()), ("source_row", pa.int64()),

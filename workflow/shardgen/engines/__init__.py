@@ -3,7 +3,7 @@ when asked. Callers start one with `session.open_engine`; what other stages read
 `EngineInfo`, never a backend's own argument names.
 
 A new backend is one module here with a class that implements `Backend` (its constructor signature included),
-plus one line in BACKENDS."""
+plus one line in BACKENDS and one in APPLIES_SAMPLING."""
 
 import importlib
 from collections.abc import Sequence
@@ -11,10 +11,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from shardgen import sampling
+from shardgen.config_schema import ConfigError
+
 # name -> "module:class", imported on first use: after the GPU lease, and never in CI for a backend not installed.
 BACKENDS = {
     "sglang": "shardgen.engines.sglang_engine:SGLangEngine",
     "transformers": "shardgen.engines.transformers_engine:TransformersEngine",
+}
+# Whether a backend applies a sampling field (shardgen.sampling.FIELDS), known without importing the backend, so a
+# config asking for one it cannot apply fails before anything starts: SGLang takes these names in a request's
+# sampling params; Hugging Face generate takes every key a generation config can set.
+SGLANG_SAMPLING = frozenset({"temperature", "top_p", "top_k", "min_p", "repetition_penalty"})
+APPLIES_SAMPLING = {
+    "sglang": lambda field: field.name in SGLANG_SAMPLING,
+    "transformers": lambda field: field.generation_config is not None,
 }
 
 
@@ -22,7 +33,7 @@ BACKENDS = {
 class Request:
     rid: str  # unique per attempt: engines may refuse a reused id
     prompt_ids: list[int]
-    sampling: dict  # max_new_tokens, temperature, top_p, top_k
+    sampling: dict  # max_new_tokens and the sampling fields the backend applies (request_sampling)
 
 
 @dataclass
@@ -107,6 +118,28 @@ class Backend(Protocol):
     def numerics_changes(cls, engine: dict, model_path: str | Path) -> list[str]:
         """What in these engine settings (EngineConfig.as_dict()) makes the engine compute other numbers than the
         model as published would (empty: none)."""
+
+
+def check_sampling(backend: str, values: dict, where: str) -> None:
+    """Refuse a value of a sampling field `backend` cannot apply (a list: any of its values) away from the field's
+    neutral value; at neutral the field changes nothing, and its requests leave it out (request_sampling)."""
+    applies = APPLIES_SAMPLING[backend]
+    for field in (f for f in sampling.FIELDS if not applies(f)):
+        given = values.get(field.name)
+        if given is not None and any(v != field.neutral for v in (given if isinstance(given, list) else [given])):
+            applied = ", ".join(f.name for f in sampling.FIELDS if applies(f))
+            raise ConfigError(f"{where}: {field.name} {given} cannot be applied by the {backend} backend (it "
+                              f"applies {applied}); leave it out, set it to {field.neutral} (no effect) or pick "
+                              "another engine.backend")
+
+
+def request_sampling(backend: str, values: dict) -> dict:
+    """A request's sampling as `backend` takes it: the fields it cannot apply left out (check_sampling let them
+    through only at their neutral value). An engine outside the registry (a test's fake) takes them all."""
+    if backend not in APPLIES_SAMPLING:
+        return values
+    left_out = {f.name for f in sampling.FIELDS if not APPLIES_SAMPLING[backend](f)}
+    return {k: v for k, v in values.items() if k not in left_out}
 
 
 def backend(name: str) -> type:

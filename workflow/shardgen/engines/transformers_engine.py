@@ -18,10 +18,6 @@ from shardgen.sampling import FIELDS
 log = logging.getLogger(__name__)
 DEFAULT_BATCH = 8
 KNOWN_ARGS = {"dtype": "float32"}  # engine.args this backend understands, with their defaults
-# Each sampling field (shardgen.sampling) as HF generate's argument; a field missing here cannot be applied on the
-# CPU, and check_sampling refuses it rather than sample without it.
-HF_SAMPLING = {"temperature": "temperature", "top_p": "top_p", "top_k": "top_k", "min_p": "min_p",
-               "repetition_penalty": "repetition_penalty"}
 
 
 def check_args(args: dict) -> dict:
@@ -31,23 +27,17 @@ def check_args(args: dict) -> dict:
     return {**KNOWN_ARGS, **args}
 
 
-def check_sampling(names=FIELDS) -> None:
-    """Refuse, before any model loads, a sampling field this backend cannot apply."""
-    if missing := [n for n in names if n not in HF_SAMPLING]:
-        raise ConfigError(f"sampling: the transformers backend cannot apply {missing} (it applies "
-                          f"{sorted(HF_SAMPLING)}); use engine.backend sglang")
-
-
 def hf_sampling(sampling: dict) -> dict:
-    """A request's sampling as HF generate's arguments. Every one is given, so the model's own generation config
-    never fills a value in behind the request's back; greedy (temperature 0) leaves the sampling warpers out."""
-    check_sampling([k for k in sampling if k != "max_new_tokens"])
+    """A request's sampling as HF generate's arguments (each field under its generation-config name). Every one is
+    given, so the model's own generation config never fills a value in behind the request's back; greedy
+    (temperature 0) leaves out the fields it goes without (SamplingField.greedy_ignores)."""
     sample = sampling["temperature"] > 0
-    warpers = {"temperature", "top_p", "top_k", "min_p"}
-    args = {HF_SAMPLING[k]: v if sample or k not in warpers else None
-            for k, v in sampling.items() if k != "max_new_tokens"}
-    if sample and args["top_k"] < 0:
-        args["top_k"] = 0  # the engines' -1 (off) is HF's 0
+    args = {}
+    for field in (f for f in FIELDS if f.generation_config):  # what it applies (engines.APPLIES_SAMPLING)
+        value = sampling[field.name]
+        if sample and value == field.neutral and field.generation_config_off is not None:
+            value = field.generation_config_off  # the engines' off (top_k -1) in HF's terms (0)
+        args[field.generation_config] = value if sample or not field.greedy_ignores else None
     return {**args, "do_sample": sample, "max_new_tokens": sampling["max_new_tokens"]}
 
 
@@ -56,7 +46,6 @@ class TransformersEngine:
                  extra_sampling: dict | None = None, work: Sequence[dict] = ()):
         if extra_sampling:
             raise ValueError(f"the transformers backend takes no extra sampling parameters ({extra_sampling})")
-        check_sampling()
         import torch
         from transformers import AutoModelForCausalLM
 

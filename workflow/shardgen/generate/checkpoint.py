@@ -25,7 +25,7 @@ from shardgen.atomic import committed, write_table, write_text
 from shardgen.layout import (Layout, next_number, part_files, part_path, parts_index_path, quarantine_dir,
                              stale_part_temps)
 from shardgen.locks import flock_with_pid, holder
-from shardgen.sampling import FIELDS
+from shardgen.sampling import names
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +80,7 @@ def part_row(request, *, shard: int, attempt: int, gpu: str, result=None, ended:
             "finished_at": finished, "gpu": gpu, **outcome, "conversation_id": request.conversation_id,
             "turn": request.turn, "base_key": request.base_key, "messages": request.history if later else None,
             "prompt_ids": request.prompt_ids if later else None,
-            **{name: getattr(request.sampling, name) for name in FIELDS}}
+            **{name: getattr(request.sampling, name) for name in names()}}
 
 
 def read_index(folder: Path) -> dict[str, dict]:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from shardgen.engines import Engine, Request, Result
+from shardgen.engines import Engine, Request, Result, request_sampling
 from shardgen.faults import fault_point
 from shardgen.generate.checkpoint import PartWriter, part_row
 from shardgen.generate.turns import TurnRequest
@@ -60,7 +60,8 @@ async def drive(engine: Engine, prompts: Iterable[TurnRequest], *, window: int, 
 
     async def turn(prompt: TurnRequest) -> dict:
         submitted, start = datetime.now(timezone.utc), time.monotonic()
-        request = Request(f"{prompt.gen_key}-a{attempt}", prompt.prompt_ids, prompt.sampling.as_dict())
+        request = Request(f"{prompt.gen_key}-a{attempt}", prompt.prompt_ids,
+                          request_sampling(engine.info.backend, prompt.sampling.as_dict()))
         try:
             result = await engine.generate(request)
         except Exception as err:  # a failed request is recorded, never fatal to the shard

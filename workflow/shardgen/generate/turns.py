@@ -8,25 +8,21 @@ import json
 from dataclasses import asdict, dataclass, fields, replace
 
 from shardgen.keys import turn_key
+from shardgen.sampling import sampling_dataclass
 
 
-@dataclass(frozen=True)
-class Sampling:
-    """How a request is sampled: max_new_tokens and the fields declared in shardgen.sampling (the same names). Each
-    field is read from the prompts row's column of the same name and sent to the engine under that name."""
-    max_new_tokens: int
-    temperature: float
-    top_p: float
-    top_k: int
-    min_p: float
-    repetition_penalty: float
-
+class _SamplingValue:
     @classmethod
     def of(cls, row: dict) -> "Sampling":
         return cls(**{f.name: row[f.name] for f in fields(cls)})
 
     def as_dict(self) -> dict:
         return asdict(self)
+
+
+# How a request is sampled: max_new_tokens and one value per sampling field (shardgen.sampling.FIELDS), each read
+# from the prompts row's column of its name and sent to the engine under that name.
+Sampling = sampling_dataclass("Sampling", [("max_new_tokens", int)], lambda f: f.python_type, bases=(_SamplingValue,))
 
 
 @dataclass(frozen=True)

@@ -12,9 +12,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from shardgen.layout import Layout
-from shardgen.sampling import FIELDS
-
-SAMPLING_COLUMNS = ["source", "max_new_tokens", *FIELDS, "sampling_extra", "sampling_origin"]
+from shardgen.sampling import names
 
 
 def engine_numerics(engine: dict | None, model_dir: Path) -> dict:
@@ -49,8 +47,9 @@ def provenance(config, layout: Layout) -> dict:
             engines[str(shard)] = engine_numerics(record.get("engine"), model.path)
     sampling = {}
     if layout.prompts.is_file():
-        table = pq.read_table(layout.prompts, columns=SAMPLING_COLUMNS)
-        for row in table.group_by(SAMPLING_COLUMNS).aggregate([]).to_pylist():
+        columns = ["source", "max_new_tokens", *names(), "sampling_extra", "sampling_origin"]
+        table = pq.read_table(layout.prompts, columns=columns)
+        for row in table.group_by(columns).aggregate([]).to_pylist():
             extra = json.loads(row.pop("sampling_extra") or "{}")
             origin = json.loads(row.pop("sampling_origin") or "{}")
             sampling.setdefault(row.pop("source"), []).append({**row, **extra, "origin": origin})

@@ -12,7 +12,7 @@ from shardgen.config_sections import SourceConfig
 from shardgen.prompts.formats import RowError, conversation
 from shardgen.keys import conversation_prompt_id, gen_key_of
 from shardgen.prompts.sources import Chunk
-from shardgen.sampling import FIELDS, origin_text
+from shardgen.sampling import names, origin_text
 
 
 class PromptsError(ShardgenError, RuntimeError):
@@ -89,7 +89,7 @@ class ChunkProcessor:
         result.candidates = pa.record_batch({
             "prompt_id": pids, "gen_key": [plan.gen_key(p) for p in pids], "source": [plan.name] * n,
             "source_row": rows, "messages": messages, "prompt_ids": ids, "prompt_tokens": lengths,
-            **{k: [s[k] for s in per_row] for k in ("max_new_tokens", *FIELDS)},
+            **{k: [s[k] for s in per_row] for k in ("max_new_tokens", *names())},
             "sampling_extra": [plan.extra] * n, "sampling_origin": [plan.origin] * n,
             "reference": [c.reference for c in convs], "dropped_turns": [c.dropped_turns for c in convs],
             "conversation_id": pids, "turns": [c.turns for c in convs], "references": [c.references for c in convs],
