@@ -2,8 +2,10 @@
 when asked. Callers start one with `session.open_engine`; what other stages read about an engine is an
 `EngineInfo`, never a backend's own argument names.
 
-A new backend is one module here with a class that implements `Backend` (its constructor signature included),
-plus one line in BACKENDS."""
+A new backend is one module here with a class that implements `Backend` (its constructor signature included), if
+it has settings of its own a light module for them (`BackendSettings`: its `engine.<name>` section), its conda env
+file under envs/, and one entry in BACKENDS. The config schema's backend enum, its `engine.<name>` sections and the env each
+rule runs in are read from BACKENDS."""
 
 import importlib
 from collections.abc import Sequence
@@ -11,11 +13,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-# name -> "module:class", imported on first use: after the GPU lease, and never in CI for a backend not installed.
+
+@dataclass(frozen=True)
+class Registration:
+    engine: str  # "module:class" of the Backend: imported on first use (after the GPU lease, never in CI unless asked)
+    settings: str | None  # a module without heavy imports (BackendSettings), for a backend with its own settings
+    env: str  # its conda env file under envs/: every rule runs in it with --sdm conda
+
+
 BACKENDS = {
-    "sglang": "shardgen.engines.sglang_engine:SGLangEngine",
-    "transformers": "shardgen.engines.transformers_engine:TransformersEngine",
+    "sglang": Registration("shardgen.engines.sglang_engine:SGLangEngine", "shardgen.engines.sglang_settings",
+                           "shardgen-gpu.yaml"),
+    "transformers": Registration("shardgen.engines.transformers_engine:TransformersEngine",
+                                 None, "shardgen-cpu.yaml"),
 }
+DEFAULT_BACKEND = "sglang"  # the schema's default for engine.backend
 
 
 @dataclass
@@ -46,6 +58,16 @@ class RunSettings:
     kv_cache_dtype: str | None = None
     ssm_state_dtype: str | None = None
     attention_backend: str | None = None  # the attention kernels: they change the numbers, not only the speed
+
+
+@dataclass(frozen=True)
+class LogLine:
+    """What one line of an engine's log says, as its backend reads it (`Backend.read_log_line`)."""
+    row: dict | None = None  # a telemetry row (tables.TELEMETRY), for a line that reports a batch
+    progress: bool = False  # the engine generated tokens: the watchdog's sign of life between completions
+    out_of_memory: bool = False
+    facts: dict = field(default_factory=dict)  # pool sizes reported at start-up (EngineInfo.startup's keys)
+    settings: RunSettings | None = None  # the settings a start-up line says the engine runs with
 
 
 @dataclass(frozen=True)
@@ -108,13 +130,38 @@ class Backend(Protocol):
         """What in these engine settings (EngineConfig.as_dict()) makes the engine compute other numbers than the
         model as published would (empty: none)."""
 
+    @classmethod
+    def numerics(cls, record: dict, model_dir: Path) -> dict:
+        """A done file's `engine` section as the settings that decide the numbers (the provenance's per shard):
+        `backend`, and the weights, KV-cache and SSM-state dtypes it ran with."""
+
+    @classmethod
+    def read_log_line(cls, line: str) -> LogLine:
+        """What one line of this engine's log says: telemetry, start-up facts, progress, out of memory. The
+        watchdog and `shardgen diagnose` read a log only through this."""
+
+
+class BackendSettings(Protocol):
+    """The light module a backend registers for the configuration: validation imports it, never the engine."""
+    SCHEMA: dict  # the JSON schema of `engine.<name>`: this backend's own settings with their defaults
+
+    def upgrade(self, engine: dict) -> list[str]:
+        """Move this backend's old spellings in a raw `engine` section onto today's keys, in place: one line per
+        key moved, saying what to write instead."""
+
 
 def backend(name: str) -> type:
     """The registered backend class, imported now."""
     if name not in BACKENDS:
         raise ValueError(f"engine.backend: unknown backend {name!r} (registered: {', '.join(BACKENDS)})")
-    module, cls = BACKENDS[name].split(":")
+    module, cls = BACKENDS[name].engine.split(":")
     return getattr(importlib.import_module(module), cls)
+
+
+def settings_modules() -> dict:
+    """name -> settings module (BackendSettings) of each registered backend that has settings of its own, imported
+    now: they are light, no engine library."""
+    return {name: importlib.import_module(entry.settings) for name, entry in BACKENDS.items() if entry.settings}
 
 
 def create_engine(config, model, workdir: Path, *, device: str, watchdog=None, extra_sampling: dict | None = None,

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from shardgen.config_sections import EngineConfig
 from shardgen.engines import EngineInfo, Request, Result, mamba_auto, sglang_running_cap, telemetry
+from shardgen.engines.sglang_settings import mamba_strategy, with_mamba_strategy
 from shardgen.engines.kernel_cache import point_caches
 from shardgen.engines.logtap import LogTap
 from shardgen.engines.sglang_args import (MEMORY_LAYOUT_ARGS, build_server_args, resolved_value, run_settings,
@@ -26,7 +27,7 @@ RESOLVED_KEYS = ("max_running_requests", "max_total_tokens", "mem_fraction_stati
                  "kv_cache_dtype", "cuda_graph_max_bs", "cuda_graph_max_bs_decode", "attention_backend", "page_size",
                  "random_seed", "tp_size", "dp_size", "dtype", "load_format", "schedule_policy", "version")
 SSM_STATE_DEFAULT = "float32"  # SGLang's SSM-state dtype when neither the model's config nor mamba_ssm_dtype sets one
-OOM_MEMORY_STEP, OOM_CAP_FACTOR = 0.03, 0.75  # per out-of-memory death in a row: mem_fraction_static, running cap
+OOM_MEMORY_STEP, OOM_CAP_FACTOR = 0.03, 0.75  # per out-of-memory death in a row: memory_share, running cap
 
 
 class SGLangEngine:
@@ -35,9 +36,9 @@ class SGLangEngine:
     def __init__(self, config, model, workdir: Path, *, device: str = "cuda", watchdog=None,
                  extra_sampling: dict | None = None, work: Sequence[dict] = ()):
         engine, self.auto, self.cap_auto, self.prefill_auto = config.engine, None, None, None
-        if engine.mamba_strategy == "auto":
+        if mamba_strategy(engine) == "auto":
             self.auto = mamba_auto.resolve(work)
-            engine = dataclasses.replace(engine, mamba_strategy=self.auto.strategy)
+            engine = with_mamba_strategy(engine, self.auto.strategy)
             log.info("mamba_strategy auto: %s, as %s", self.auto.strategy, self.auto.why)
         os.environ.setdefault("SGLANG_LOG_MS", "1")  # millisecond timestamps on the scheduler's lines
         self.cache_env = point_caches(config.engine.cache_path(config.results))
@@ -127,10 +128,10 @@ class SGLangEngine:
     @classmethod
     def after_oom(cls, engine: EngineConfig, ooms: int, last_cap: int | None) -> EngineConfig:
         """Less static memory and a lower running cap, a step per death: SGLang sizes its KV and mamba pools
-        from mem_fraction_static, and the cap bounds what one decode step allocates beside them."""
+        from memory_share (its mem_fraction_static), and the cap bounds what one decode step allocates beside them."""
         cap = engine.max_running_requests or last_cap
         return dataclasses.replace(
-            engine, mem_fraction_static=round(engine.mem_fraction_static - OOM_MEMORY_STEP * ooms, 4),
+            engine, memory_share=round(engine.memory_share - OOM_MEMORY_STEP * ooms, 4),
             max_running_requests=max(1, int(cap * OOM_CAP_FACTOR ** ooms)) if cap else None)
 
     @classmethod
