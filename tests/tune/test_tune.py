@@ -94,7 +94,7 @@ def test_tune_measures_one_setting_per_call_then_ranks_and_writes_the_best(tune_
         assert duckdb.sql(f"SELECT count(DISTINCT prompt_id) FROM '{tune_dir / name}/parts/part-*.parquet'").fetchall()[0][0] == 40
 
     best = yaml.safe_load((tune_dir / "best.yaml").read_text())["engine"]
-    assert (best["mamba_strategy"], best["max_running_requests"]) == ("no_radix", 8)
+    assert (best["sglang"]["mamba_strategy"], best["max_running_requests"]) == ("no_radix", 8)
     # the user's ratio would survive Snakemake's key-by-key merge: the fragment sets what the winner ran with
     assert best["args"]["mamba_full_memory_ratio"] == 0.9
     assert "steady decode x3.0" in (tune_dir / "best.yaml").read_text()

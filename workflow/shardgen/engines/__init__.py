@@ -141,6 +141,18 @@ class Backend(Protocol):
         watchdog and `shardgen diagnose` read a log only through this."""
 
 
+class Tunable(Protocol):
+    """A backend `shardgen tune` can measure (optional: tune refuses a backend without it)."""
+
+    @staticmethod
+    def tune_grid(engine: dict, caps: list[int], bf16_state: bool) -> dict[str, dict]:
+        """Named engine settings (EngineConfig.as_dict()) to measure, `current` (the user's own) first."""
+
+    @classmethod
+    def ran_with(cls, record: dict, arg: str):
+        """The value the engine of a done record ran with for the engine.args key `arg` (the fragment's)."""
+
+
 class BackendSettings(Protocol):
     """The light module a backend registers for the configuration: validation imports it, never the engine."""
     SCHEMA: dict  # the JSON schema of `engine.<name>`: this backend's own settings with their defaults
