@@ -27,8 +27,8 @@ def engine(**overrides) -> dict:
 
 
 def test_grid_starts_from_the_current_settings_and_drops_their_memory_layout_args():
-    current = engine(sglang={"mamba_strategy": "extra_buffer"}, args={"mamba_full_memory_ratio": 8.0, "cuda_graph_max_bs": 256,
-                                                          "attention_backend": "fa3"})
+    current = engine(sglang={"mamba_strategy": "extra_buffer"},
+                     args={"mamba_full_memory_ratio": 8.0, "cuda_graph_max_bs": 256, "attention_backend": "fa3"})
     settings = grid(current, [256, 512], bf16_state=True)
     assert list(settings) == ["current", "no_buffer", "extra_buffer", "no_buffer_ratio8_graphs512", "no_radix_256",
                               "no_radix_512", "no_radix_512_bf16"]

@@ -3,9 +3,9 @@ when asked. Callers start one with `session.open_engine`; what other stages read
 `EngineInfo`, never a backend's own argument names.
 
 A new backend is one module here with a class that implements `Backend` (its constructor signature included), if
-it has settings of its own a light module for them (`BackendSettings`: its `engine.<name>` section), its conda env
-file under envs/, and one entry in BACKENDS. The config schema's backend enum, its `engine.<name>` sections and the env each
-rule runs in are read from BACKENDS."""
+it has settings of its own a light module for them (`BackendSettings`: its `engine.<name>` section), its conda
+env file under envs/, and one entry in BACKENDS. The config schema's backend choices, its `engine.<name>`
+sections and the env every rule runs in are read from BACKENDS."""
 
 import importlib
 from collections.abc import Sequence

@@ -157,7 +157,8 @@ class SGLangEngine:
         from shardgen.engines.model_shape import ModelShape
 
         info = cls.info_from_record(record)
-        return {"backend": info.backend, "version": info.version, **ModelShape.from_dir(model_dir).dtypes(info.settings),
+        dtypes = ModelShape.from_dir(model_dir).dtypes(info.settings)
+        return {"backend": info.backend, "version": info.version, **dtypes,
                 "attention_backend": info.settings.attention_backend, "gpu_name": info.gpu_name}
 
     @classmethod
