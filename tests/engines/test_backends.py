@@ -36,9 +36,9 @@ def test_an_unknown_backend_names_the_registered_ones():
 
 def test_sglang_backs_off_memory_and_the_cap_per_oom_death():
     sglang = backend("sglang")
-    cfg = engine_config(backend="sglang", max_running_requests=8, mem_fraction_static=0.9)
+    cfg = engine_config(backend="sglang", max_running_requests=8, memory_share=0.9)
     after = sglang.after_oom(cfg, 2, last_cap=None)
-    assert (after.mem_fraction_static, after.max_running_requests) == (0.84, 4)  # 8 x 0.75^2 = 4.5
+    assert (after.memory_share, after.max_running_requests) == (0.84, 4)  # 8 x 0.75^2 = 4.5
     assert after.args == cfg.args and after.backend == "sglang"
     left_to_sglang = engine_config(backend="sglang")
     assert sglang.after_oom(left_to_sglang, 1, last_cap=512).max_running_requests == 384  # the cap it reported
@@ -48,7 +48,7 @@ def test_sglang_backs_off_memory_and_the_cap_per_oom_death():
 def test_transformers_backs_off_its_batch_only():
     cfg = engine_config(backend="transformers")
     after = backend("transformers").after_oom(cfg, 1, last_cap=None)
-    assert after.max_running_requests == 6 and after.mem_fraction_static == cfg.mem_fraction_static  # batch 8
+    assert after.max_running_requests == 6 and after.memory_share == cfg.memory_share  # batch 8
 
 
 def test_a_done_record_reads_back_as_an_engine_info_in_neutral_names():

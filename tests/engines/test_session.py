@@ -20,7 +20,7 @@ def test_the_engine_and_its_threads_stop_however_the_block_ends(fake_sglang, dem
                             "sources": [{"name": "s", "path": "x.jsonl", "format": "prompt"}]})
     stderr = os.fstat(2).st_ino
     with pytest.raises(interrupt):
-        with open_engine(cfg, ModelInfo.from_config(cfg.model), tmp_path / "shard", attempt=1) as engine:
+        with open_engine(cfg, ModelInfo.from_config(cfg.model), tmp_path / "shard", on_event=lambda *_: None) as engine:
             assert engine.watchdog.thread.is_alive() and engine.tap.thread.is_alive()
             assert os.fstat(2).st_ino != stderr  # the tap holds fd 2
             raise interrupt()

@@ -26,7 +26,7 @@ def shard(make_config, write_jsonl, monkeypatch, tmp_path):
         rows = [{"query": f"Task {i}: list {i} prime numbers."} for i in range(30)]
         cfg = make_config([{"name": "q", "path": write_jsonl("q.jsonl", rows), "format": "query_response"}],
                           engine={"backend": "sglang", "max_running_requests": 4, "inflight": 1.0,
-                                  "mem_fraction_static": 0.9, "stall_seconds": stall_seconds, "args": {}},
+                                  "mem_fraction_static": 0.9, "stall_seconds": stall_seconds, "args": {}},  # old spelling
                           gpus=1, checkpoint={"every_records": 4, "every_seconds": 1})
         layout = Layout(cfg.results)
         build_prompts(cfg, layout.prompts_dir)
@@ -66,7 +66,7 @@ def test_out_of_memory_death_lowers_memory_on_restart(shard):
     done = json.loads(layout.done(0).read_text())
     first, second = done["attempts"]
     assert first["cause"] == "out_of_memory" and "CUDA out of memory" in first["detail"]
-    assert second["engine_overrides"] == {"mem_fraction_static": 0.87, "max_running_requests": 3}
+    assert second["engine_overrides"] == {"memory_share": 0.87, "max_running_requests": 3}
     args = done["engine"]["server_args"]
     assert (args["mem_fraction_static"], args["max_running_requests"], args["cuda_graph_max_bs"]) == (0.87, 3, 3)
     assert finished_once(layout)
@@ -98,7 +98,7 @@ def test_repeated_oom_deaths_lower_memory_at_most_three_times_and_a_rerun_is_nev
     assert proc.returncode == 0, proc.stderr[-2000:]
     last = json.loads(layout.done(0).read_text())["attempts"][-1]
     assert last["restart_after"] == ["out_of_memory"] * 4
-    assert last["engine_overrides"] == {"mem_fraction_static": 0.81, "max_running_requests": 1}  # 3 steps down
+    assert last["engine_overrides"] == {"memory_share": 0.81, "max_running_requests": 1}  # 3 steps down
     assert finished_once(layout)
 
 

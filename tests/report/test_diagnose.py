@@ -120,7 +120,7 @@ def test_running_cap_bound_only_with_work_waiting(tmp_path):
     found = diagnose(read_log(synthetic(tmp_path, capped, cap=512, pool=512, strategy="", radix="True", graphs=512)))
     assert [f.code for f in found] == ["running_cap_bound"]
     # no "KV Cache is allocated" line: the room is unknown, and the advice is to make KV room first
-    assert "unknown" in found[0].message and "mem_fraction_static" in found[0].advice[0]
+    assert "unknown" in found[0].message and "memory_share" in found[0].advice[0]
     kv_line = f"[{T0:%Y-%m-%d %H:%M:%S}] KV Cache is allocated. dtype: torch.bfloat16, #tokens: 900000, K size: " \
               "9.00 GB, V size: 9.00 GB"
     found = diagnose(read_log(synthetic(tmp_path, capped, cap=512, pool=512, strategy="", radix="True", graphs=512,

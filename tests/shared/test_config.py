@@ -11,8 +11,8 @@ SOURCE = {"name": "m", "path": "x.jsonl", "format": "query_response"}
 
 def test_defaults_are_filled():
     config = Config.from_dict({"model": {"path": "m"}, "sources": [SOURCE]})
-    assert config.engine.mem_fraction_static == 0.90
-    assert config.engine.mamba_strategy == "auto"
+    assert config.engine.memory_share == 0.90
+    assert config.engine.backend_settings["mamba_strategy"] == "auto"
     assert config.checkpoint.as_dict() == {"every_records": 512, "every_seconds": 60}
     assert config.sources[0].multi_turn == "first"
     assert config.n_shards == 8
@@ -61,8 +61,12 @@ def _object_keys(node: dict, cls, where: str = "") -> list[str]:
     from dataclasses import fields, is_dataclass
     from typing import get_args, get_type_hints
 
+    from shardgen.engines import BACKENDS
+
     props, hints = node.get("properties", {}), get_type_hints(cls)
     names = {f.name for f in fields(cls)} - {"raw"}
+    if "backend_settings" in names:  # EngineConfig: the chosen backend's section `engine.<name>` is that field
+        props = {k: v for k, v in props.items() if k not in BACKENDS} | {"backend_settings": {}}
     problems = [f"{where}{k}: in the schema, no field" for k in sorted(set(props) - names)]
     problems += [f"{where}{k}: a field, not in the schema" for k in sorted(names - set(props))]
     for key in sorted(set(props) & names):

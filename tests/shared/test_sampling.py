@@ -94,9 +94,12 @@ def test_a_backend_refuses_at_config_time_a_field_it_cannot_apply_and_is_not_sen
     """As if SGLang could not apply min_p: a config that sets it away from 0 fails in Config.from_dict, naming the
     key and what the backend applies; at 0 (no effect) it passes and its requests leave it out. A generation config
     that sets it fails once the model is read (the prompts stage's sampling_for)."""
+    import dataclasses
+
     from shardgen import engines
 
-    monkeypatch.setitem(engines.APPLIES_SAMPLING, "sglang", lambda field: field.name != "min_p")
+    monkeypatch.setitem(engines.BACKENDS, "sglang", dataclasses.replace(
+        engines.BACKENDS["sglang"], applies_sampling=lambda field: field.name != "min_p"))
     sglang = {"model": {"path": "m"}, "engine": {"backend": "sglang"}}
     with pytest.raises(ConfigError, match=r"defaults: min_p 0\.05 cannot be applied by the sglang backend \(it "
                                           r"applies temperature, top_p, top_k, repetition_penalty\)"):

@@ -27,8 +27,8 @@ def engine(**overrides) -> dict:
 
 
 def test_grid_starts_from_the_current_settings_and_drops_their_memory_layout_args():
-    current = engine(mamba_strategy="extra_buffer", args={"mamba_full_memory_ratio": 8.0, "cuda_graph_max_bs": 256,
-                                                          "attention_backend": "fa3"})
+    current = engine(sglang={"mamba_strategy": "extra_buffer"},
+                     args={"mamba_full_memory_ratio": 8.0, "cuda_graph_max_bs": 256, "attention_backend": "fa3"})
     settings = grid(current, [256, 512], bf16_state=True)
     assert list(settings) == ["current", "no_buffer", "extra_buffer", "no_buffer_ratio8_graphs512", "no_radix_256",
                               "no_radix_512", "no_radix_512_bf16"]
@@ -41,7 +41,7 @@ def test_grid_starts_from_the_current_settings_and_drops_their_memory_layout_arg
 
 
 def test_a_variant_equal_to_the_current_settings_is_not_measured_twice():
-    settings = grid(engine(), [512], bf16_state=False)  # the defaults are no_buffer, SGLang's cap
+    settings = grid(engine(sglang={"mamba_strategy": "no_buffer"}), [512], bf16_state=False)  # SGLang's cap
     assert list(settings) == ["current", "extra_buffer", "no_buffer_ratio8_graphs512", "no_radix_512"]
 
 
@@ -49,7 +49,7 @@ def test_a_variant_equal_to_the_current_settings_is_not_measured_twice():
 def tune_env(make_config, write_jsonl, tmp_path):
     rows = [{"query": f"Question {i}: " + "why " * i} for i in range(48)]
     cfg = make_config([{"name": "q", "path": write_jsonl("q.jsonl", rows), "format": "query_response"}],
-                      engine={"backend": "sglang", "mamba_strategy": "extra_buffer",
+                      engine={"backend": "sglang", "sglang": {"mamba_strategy": "extra_buffer"},
                               "args": {"mamba_full_memory_ratio": 8.0}}, gpus=1)
     build_prompts(cfg, Layout(cfg.results).prompts_dir)
     env = {**os.environ, "PYTHONPATH": f"{FAKE}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
@@ -94,7 +94,7 @@ def test_tune_measures_one_setting_per_call_then_ranks_and_writes_the_best(tune_
         assert duckdb.sql(f"SELECT count(DISTINCT prompt_id) FROM '{tune_dir / name}/parts/part-*.parquet'").fetchall()[0][0] == 40
 
     best = yaml.safe_load((tune_dir / "best.yaml").read_text())["engine"]
-    assert (best["mamba_strategy"], best["max_running_requests"]) == ("no_radix", 8)
+    assert (best["sglang"]["mamba_strategy"], best["max_running_requests"]) == ("no_radix", 8)
     # the user's ratio would survive Snakemake's key-by-key merge: the fragment sets what the winner ran with
     assert best["args"]["mamba_full_memory_ratio"] == 0.9
     assert "steady decode x3.0" in (tune_dir / "best.yaml").read_text()

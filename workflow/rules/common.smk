@@ -8,6 +8,7 @@ from snakemake.utils import available_cpu_count
 
 from shardgen import ShardgenError
 from shardgen.config import Config
+from shardgen.engines import BACKENDS
 from shardgen.report.figures import FIGURES
 from shardgen.layout import SHARD_REGEX, SHARD_WILDCARD as SHARD, Layout, shard_ids
 from shardgen.locks import clear_stale_locks, hold_run_guard
@@ -91,5 +92,6 @@ def output_dir(wildcards, output):
     return str(Path(output[0]).parent)
 
 
-# One conda env per backend, used by every rule when run with --sdm conda (envs/, relative to this file).
-BACKEND_ENV = "../../envs/shardgen-{}.yaml".format("cpu" if CONFIG.engine.backend == "transformers" else "gpu")
+# One conda env per backend (its registration names it), used by every rule when run with --sdm conda (envs/,
+# relative to this file).
+BACKEND_ENV = "../../envs/" + BACKENDS[CONFIG.engine.backend].env

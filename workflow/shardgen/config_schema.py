@@ -3,15 +3,19 @@ defaults filled in, every error naming the key by its dotted path and, for an un
 
 import difflib
 import json
+import logging
 from functools import cache
 
 import jsonschema
 import yaml
 
 from shardgen import WORKFLOW_DIR, ShardgenError
+from shardgen.engines import BACKENDS, DEFAULT_BACKEND, settings_modules
 from shardgen.sampling import FIELDS
 
 SCHEMA_PATH = WORKFLOW_DIR / "schemas" / "config.schema.yaml"
+log = logging.getLogger(__name__)
+_OLD_SPELLINGS_SAID: set[str] = set()  # a config is validated several times in a process: each note once
 
 
 class ConfigError(ShardgenError, ValueError):
@@ -20,10 +24,11 @@ class ConfigError(ShardgenError, ValueError):
 
 @cache
 def schema() -> dict:
-    """The schema file with one key per sampling field (shardgen.sampling.FIELDS) in `defaults` and in a source's
-    `sampling`, each after `max_new_tokens`. Built here, not written in the file: only Config.from_dict validates a
-    config (the workflow's included, common.smk), so the declaration is the one place a field's type, bounds and
-    meaning are written."""
+    """The schema file with what is declared elsewhere filled in: one key per sampling field (shardgen.sampling.FIELDS)
+    in `defaults` and in a source's `sampling`, each after `max_new_tokens`; engine.backend's choices and default and
+    each backend's own section `engine.<name>` (its settings module's SCHEMA), from the backend registry. Built
+    here, not written in the file: only Config.from_dict validates a config (the workflow's included, common.smk),
+    so each declaration is the one place its keys' types, bounds and meanings are written."""
     loaded = yaml.safe_load(SCHEMA_PATH.read_text())
     defaults = loaded["properties"]["defaults"]
     per_source = loaded["properties"]["sources"]["items"]["properties"]["sampling"]
@@ -32,12 +37,27 @@ def schema() -> dict:
                                                      {f.name: f.source_schema() for f in FIELDS})
     per_source["description"] = per_source["description"].replace(
         "{sampling_fields}", ", ".join(f"`{f.name}`" for f in FIELDS))
+    engine = loaded["properties"]["engine"]["properties"]
+    engine["backend"].update(enum=list(BACKENDS), default=DEFAULT_BACKEND,
+                             description=" or ".join(f"`{name}`" for name in BACKENDS))
+    engine.update({name: module.SCHEMA for name, module in settings_modules().items()})
     return loaded
 
 
 def _after_max_new_tokens(properties: dict, fields: dict) -> dict:
     """The keys in README's order (config_doc renders them in the schema's)."""
     return {"max_new_tokens": properties.pop("max_new_tokens"), **fields, **properties}
+
+
+def upgrade_old_spellings(raw: dict) -> None:
+    """Each backend moves its old spellings in raw's engine section onto today's keys; a warning names each."""
+    if not isinstance(raw.get("engine"), dict):
+        return
+    for module in settings_modules().values():
+        for note in module.upgrade(raw["engine"]):
+            if note not in _OLD_SPELLINGS_SAID:
+                _OLD_SPELLINGS_SAID.add(note)
+                log.warning("config: %s; the old spelling is still read", note)
 
 
 def _with_defaults(validator_class):
@@ -93,6 +113,7 @@ def validate(raw: dict, overlay: bool = False) -> dict:
     (as --configfile is over config/config.yaml) may leave out required keys; every key it gives is checked."""
     if not isinstance(raw, dict):
         raise ConfigError(f"invalid config: expected a mapping of keys at the top level, got {type(raw).__name__}")
+    upgrade_old_spellings(raw)
     errors = [e for e in DefaultFillingValidator(schema()).iter_errors(raw)
               if not (overlay and _missing_section_key(e))]
     errors.sort(key=lambda e: list(map(str, e.absolute_path)))

@@ -18,6 +18,8 @@ class Section:
 
 def build(cls, raw: dict):
     """cls from a validated (default-filled) mapping, nested sections and lists of sections included."""
+    if hasattr(cls, "from_section"):  # a section whose keys are not its fields one to one
+        raw = cls.from_section(raw)
     hints = typing.get_type_hints(cls)
     values = {}
     for f in fields(cls):
@@ -48,22 +50,36 @@ class ExportsConfig(Section):
 
 @dataclass(frozen=True)
 class EngineConfig(Section):
+    """The engine section in no backend's terms, plus the chosen backend's own settings (`engine.<backend>`, its
+    schema in its settings module: shardgen.engines.BACKENDS)."""
     backend: str
-    mem_fraction_static: float
-    mamba_strategy: str
+    memory_share: float
     max_running_requests: int | None
     tp_size: int
+    dp_size: int
     inflight: float
     cache_dir: str
     stall_seconds: float
     args: dict
+    backend_settings: dict  # engine.<backend>; the other backends' sections are not this run's
+
+    @classmethod
+    def from_section(cls, raw: dict) -> dict:
+        """The fields of a validated engine section: the chosen backend's own section as backend_settings."""
+        return {**raw, "backend_settings": raw.get(raw["backend"], {})}
+
+    def as_dict(self) -> dict:
+        """The section as the configuration spells it (what Config.with_engine takes back)."""
+        section = asdict(self)
+        if own := section.pop("backend_settings"):  # a backend without settings of its own has no section
+            section[self.backend] = own
+        return section
 
     @property
     def gpus_per_engine(self) -> int:
         """GPUs one engine spans, and so one generate job leases and asks the scheduler for: its tensor-parallel
-        times its data-parallel ranks. engine.args reaches the backend as it is, so a tp_size there replaces the
-        key's, and its dp_size (SGLang's in-process data parallelism) multiplies it."""
-        return int(self.args.get("tp_size", self.tp_size)) * int(self.args.get("dp_size", 1))
+        times its data-parallel ranks."""
+        return self.tp_size * self.dp_size
 
     def window(self, max_running_requests: int) -> int:
         """Requests kept in flight: inflight x what the engine runs at once."""

@@ -9,7 +9,7 @@ resolved value is recorded with its origin (ORIGINS) in the prompts rows, the da
 Everything else is derived from FIELDS: the schema's keys (config_schema), the config sections (config_sections),
 the prompts, part and dataset columns (tables; workflow/sql/dataset.sql selects them by name), the request's
 `Sampling` (generate/turns.py), the part row, the gen_key (key_settings) and the provenance. Which fields a backend
-applies is the backend registry's (engines.APPLIES_SAMPLING).
+applies is the backend registry's (the backend registry's applies_sampling).
 
 FIELDS is read when a module that derives from it is imported, never copied here: a field added to it (as a test
 does, before importing the rest) reaches every one of those."""

@@ -2,31 +2,40 @@
 when asked. Callers start one with `session.open_engine`; what other stages read about an engine is an
 `EngineInfo`, never a backend's own argument names.
 
-A new backend is one module here with a class that implements `Backend` (its constructor signature included),
-plus one line in BACKENDS and one in APPLIES_SAMPLING."""
+A new backend is one module here with a class that implements `Backend` (its constructor signature included), if
+it has settings of its own a light module for them (`BackendSettings`: its `engine.<name>` section), its conda
+env file under envs/, and one entry in BACKENDS (with the sampling fields it applies). The config schema's
+backend choices, its `engine.<name>` sections and the env every rule runs in are read from BACKENDS."""
 
 import importlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
 from shardgen import sampling
-from shardgen.config_schema import ConfigError
 
-# name -> "module:class", imported on first use: after the GPU lease, and never in CI for a backend not installed.
-BACKENDS = {
-    "sglang": "shardgen.engines.sglang_engine:SGLangEngine",
-    "transformers": "shardgen.engines.transformers_engine:TransformersEngine",
-}
-# Whether a backend applies a sampling field (shardgen.sampling.FIELDS), known without importing the backend, so a
-# config asking for one it cannot apply fails before anything starts: SGLang takes these names in a request's
-# sampling params; Hugging Face generate takes every key a generation config can set.
+
+@dataclass(frozen=True)
+class Registration:
+    engine: str  # "module:class" of the Backend: imported on first use (after the GPU lease, never in CI unless asked)
+    settings: str | None  # a module without heavy imports (BackendSettings), for a backend with its own settings
+    env: str  # its conda env file under envs/: every rule runs in it with --sdm conda
+    # Whether it applies a sampling field (shardgen.sampling.FIELDS), known without importing the backend, so a
+    # config asking for one it cannot apply fails before anything starts.
+    applies_sampling: Callable[[sampling.SamplingField], bool]
+
+
+# SGLang takes these names in a request's sampling params; Hugging Face generate takes every key a generation
+# config can set.
 SGLANG_SAMPLING = frozenset({"temperature", "top_p", "top_k", "min_p", "repetition_penalty"})
-APPLIES_SAMPLING = {
-    "sglang": lambda field: field.name in SGLANG_SAMPLING,
-    "transformers": lambda field: field.generation_config is not None,
+BACKENDS = {
+    "sglang": Registration("shardgen.engines.sglang_engine:SGLangEngine", "shardgen.engines.sglang_settings",
+                           "shardgen-gpu.yaml", lambda field: field.name in SGLANG_SAMPLING),
+    "transformers": Registration("shardgen.engines.transformers_engine:TransformersEngine",
+                                 None, "shardgen-cpu.yaml", lambda field: field.generation_config is not None),
 }
+DEFAULT_BACKEND = "sglang"  # the schema's default for engine.backend
 
 
 @dataclass
@@ -57,6 +66,16 @@ class RunSettings:
     kv_cache_dtype: str | None = None
     ssm_state_dtype: str | None = None
     attention_backend: str | None = None  # the attention kernels: they change the numbers, not only the speed
+
+
+@dataclass(frozen=True)
+class LogLine:
+    """What one line of an engine's log says, as its backend reads it (`Backend.read_log_line`)."""
+    row: dict | None = None  # a telemetry row (tables.TELEMETRY), for a line that reports a batch
+    progress: bool = False  # the engine generated tokens: the watchdog's sign of life between completions
+    out_of_memory: bool = False
+    facts: dict = field(default_factory=dict)  # pool sizes reported at start-up (EngineInfo.startup's keys)
+    settings: RunSettings | None = None  # the settings a start-up line says the engine runs with
 
 
 @dataclass(frozen=True)
@@ -119,11 +138,44 @@ class Backend(Protocol):
         """What in these engine settings (EngineConfig.as_dict()) makes the engine compute other numbers than the
         model as published would (empty: none)."""
 
+    @classmethod
+    def numerics(cls, record: dict, model_dir: Path) -> dict:
+        """A done file's `engine` section as the settings that decide the numbers (the provenance's per shard):
+        `backend`, and the weights, KV-cache and SSM-state dtypes it ran with."""
+
+    @classmethod
+    def read_log_line(cls, line: str) -> LogLine:
+        """What one line of this engine's log says: telemetry, start-up facts, progress, out of memory. The
+        watchdog and `shardgen diagnose` read a log only through this."""
+
+
+class Tunable(Protocol):
+    """A backend `shardgen tune` can measure (optional: tune refuses a backend without it)."""
+
+    @staticmethod
+    def tune_grid(engine: dict, caps: list[int], bf16_state: bool) -> dict[str, dict]:
+        """Named engine settings (EngineConfig.as_dict()) to measure, `current` (the user's own) first."""
+
+    @classmethod
+    def ran_with(cls, record: dict, arg: str):
+        """The value the engine of a done record ran with for the engine.args key `arg` (the fragment's)."""
+
+
+class BackendSettings(Protocol):
+    """The light module a backend registers for the configuration: validation imports it, never the engine."""
+    SCHEMA: dict  # the JSON schema of `engine.<name>`: this backend's own settings with their defaults
+
+    def upgrade(self, engine: dict) -> list[str]:
+        """Move this backend's old spellings in a raw `engine` section onto today's keys, in place: one line per
+        key moved, saying what to write instead."""
+
 
 def check_sampling(backend: str, values: dict, where: str) -> None:
     """Refuse a value of a sampling field `backend` cannot apply (a list: any of its values) away from the field's
     neutral value; at neutral the field changes nothing, and its requests leave it out (request_sampling)."""
-    applies = APPLIES_SAMPLING[backend]
+    from shardgen.config_schema import ConfigError  # config_schema imports this module
+
+    applies = BACKENDS[backend].applies_sampling
     for field in (f for f in sampling.FIELDS if not applies(f)):
         given = values.get(field.name)
         if given is not None and any(v != field.neutral for v in (given if isinstance(given, list) else [given])):
@@ -136,9 +188,9 @@ def check_sampling(backend: str, values: dict, where: str) -> None:
 def request_sampling(backend: str, values: dict) -> dict:
     """A request's sampling as `backend` takes it: the fields it cannot apply left out (check_sampling let them
     through only at their neutral value). An engine outside the registry (a test's fake) takes them all."""
-    if backend not in APPLIES_SAMPLING:
+    if backend not in BACKENDS:
         return values
-    left_out = {f.name for f in sampling.FIELDS if not APPLIES_SAMPLING[backend](f)}
+    left_out = {f.name for f in sampling.FIELDS if not BACKENDS[backend].applies_sampling(f)}
     return {k: v for k, v in values.items() if k not in left_out}
 
 
@@ -146,8 +198,14 @@ def backend(name: str) -> type:
     """The registered backend class, imported now."""
     if name not in BACKENDS:
         raise ValueError(f"engine.backend: unknown backend {name!r} (registered: {', '.join(BACKENDS)})")
-    module, cls = BACKENDS[name].split(":")
+    module, cls = BACKENDS[name].engine.split(":")
     return getattr(importlib.import_module(module), cls)
+
+
+def settings_modules() -> dict:
+    """name -> settings module (BackendSettings) of each registered backend that has settings of its own, imported
+    now: they are light, no engine library."""
+    return {name: importlib.import_module(entry.settings) for name, entry in BACKENDS.items() if entry.settings}
 
 
 def create_engine(config, model, workdir: Path, *, device: str, watchdog=None, extra_sampling: dict | None = None,

@@ -6,16 +6,16 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from shardgen.engines import Engine, create_engine
-from shardgen.engines.watchdog import Watchdog
+from shardgen.engines.watchdog import OnEvent, Watchdog
 
 
 @contextmanager
-def open_engine(config, model, workdir: Path, *, device: str = "cuda", attempt: int | None = None,
+def open_engine(config, model, workdir: Path, *, device: str = "cuda", on_event: OnEvent | None = None,
                 extra_sampling: dict | None = None, work: Sequence[dict] = ()) -> Iterator[Engine]:
-    """A started engine whose telemetry goes to `workdir`. With an `attempt` (a shard's), a watchdog kills the
-    engine after `engine.stall_seconds` without progress and logs why in that attempt's record. `work`: the
-    prompts it will run, for settings resolved from them (`mamba_strategy: auto`)."""
-    watchdog = Watchdog(workdir, attempt, config.engine.stall_seconds) if attempt is not None else None
+    """A started engine whose telemetry goes to `workdir`. With `on_event` (a shard's attempt), a watchdog kills
+    the engine after `engine.stall_seconds` without progress, and `on_event(event, detail)` hears why (a stall, an
+    out-of-memory line). `work`: the prompts it will run, for settings resolved from them (`mamba_strategy: auto`)."""
+    watchdog = Watchdog(config.engine.stall_seconds, on_event) if on_event is not None else None
     engine = create_engine(config, model, workdir, device=device, watchdog=watchdog, extra_sampling=extra_sampling,
                            work=work)
     try:

@@ -8,6 +8,7 @@ import re
 from shardgen.config import ConfigError
 from shardgen.config_sections import EngineConfig
 from shardgen.engines import RunSettings
+from shardgen.engines.sglang_settings import mamba_strategy
 
 STRATEGY_FIELDS = ("mamba_radix_cache_strategy", "mamba_scheduler_strategy")  # >= 0.5.14, <= 0.5.13
 GRAPH_LIMIT_FIELDS = ("cuda_graph_max_bs_decode", "cuda_graph_max_bs")  # >= 0.5.14, <= 0.5.13
@@ -53,9 +54,11 @@ def _strategy_args(strategy: str, names: set[str]) -> dict:
 def build_server_args(engine: EngineConfig, model_path: str, names: set[str], seed: int,
                       trust_remote_code: bool) -> dict:
     """Engine(**kwargs) for these engine settings on the SGLang whose ServerArgs has `names`."""
-    args = {"model_path": model_path, "tp_size": engine.tp_size, "mem_fraction_static": engine.mem_fraction_static,
+    args = {"model_path": model_path, "tp_size": engine.tp_size, "mem_fraction_static": engine.memory_share,
             "random_seed": seed, "trust_remote_code": trust_remote_code, "log_level": "info"}
-    args.update(_strategy_args(engine.mamba_strategy, names))
+    if engine.dp_size > 1:  # left out at 1, SGLang's default: the done record's server_args stay as they were
+        args["dp_size"] = engine.dp_size
+    args.update(_strategy_args(mamba_strategy(engine), names))
     if (cap := engine.max_running_requests) is not None:
         args["max_running_requests"] = cap
         if graph_field := _first_present(GRAPH_LIMIT_FIELDS, names):

@@ -13,11 +13,12 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from shardgen.config_sections import EngineConfig
-from shardgen.engines import EngineInfo, Request, Result, mamba_auto, sglang_running_cap, telemetry
+from shardgen.engines import (EngineInfo, LogLine, Request, Result, mamba_auto, sglang_running_cap, sglang_tune,
+                              telemetry)
+from shardgen.engines.sglang_settings import mamba_strategy, with_mamba_strategy
 from shardgen.engines.kernel_cache import point_caches
 from shardgen.engines.logtap import LogTap
-from shardgen.engines.sglang_args import (MEMORY_LAYOUT_ARGS, build_server_args, resolved_value, run_settings,
-                                          server_arg_names)
+from shardgen.engines.sglang_args import build_server_args, resolved_value, run_settings, server_arg_names
 
 log = logging.getLogger(__name__)
 RESOLVED_KEYS = ("max_running_requests", "max_total_tokens", "mem_fraction_static", "chunked_prefill_size",
@@ -26,18 +27,19 @@ RESOLVED_KEYS = ("max_running_requests", "max_total_tokens", "mem_fraction_stati
                  "kv_cache_dtype", "cuda_graph_max_bs", "cuda_graph_max_bs_decode", "attention_backend", "page_size",
                  "random_seed", "tp_size", "dp_size", "dtype", "load_format", "schedule_policy", "version")
 SSM_STATE_DEFAULT = "float32"  # SGLang's SSM-state dtype when neither the model's config nor mamba_ssm_dtype sets one
-OOM_MEMORY_STEP, OOM_CAP_FACTOR = 0.03, 0.75  # per out-of-memory death in a row: mem_fraction_static, running cap
+OOM_MARKERS = ("CUDA out of memory", "OutOfMemoryError", "out of memory")  # torch's words, and SGLang's
+OOM_MEMORY_STEP, OOM_CAP_FACTOR = 0.03, 0.75  # per out-of-memory death in a row: memory_share, running cap
 
 
 class SGLangEngine:
-    MEMORY_LAYOUT_ARGS = MEMORY_LAYOUT_ARGS  # the engine.args `shardgen tune` varies
+    tune_grid = staticmethod(sglang_tune.grid)  # what `shardgen tune` measures
 
     def __init__(self, config, model, workdir: Path, *, device: str = "cuda", watchdog=None,
                  extra_sampling: dict | None = None, work: Sequence[dict] = ()):
         engine, self.auto, self.cap_auto, self.prefill_auto = config.engine, None, None, None
-        if engine.mamba_strategy == "auto":
+        if mamba_strategy(engine) == "auto":
             self.auto = mamba_auto.resolve(work)
-            engine = dataclasses.replace(engine, mamba_strategy=self.auto.strategy)
+            engine = with_mamba_strategy(engine, self.auto.strategy)
             log.info("mamba_strategy auto: %s, as %s", self.auto.strategy, self.auto.why)
         os.environ.setdefault("SGLANG_LOG_MS", "1")  # millisecond timestamps on the scheduler's lines
         self.cache_env = point_caches(config.engine.cache_path(config.results))
@@ -127,10 +129,10 @@ class SGLangEngine:
     @classmethod
     def after_oom(cls, engine: EngineConfig, ooms: int, last_cap: int | None) -> EngineConfig:
         """Less static memory and a lower running cap, a step per death: SGLang sizes its KV and mamba pools
-        from mem_fraction_static, and the cap bounds what one decode step allocates beside them."""
+        from memory_share (its mem_fraction_static), and the cap bounds what one decode step allocates beside them."""
         cap = engine.max_running_requests or last_cap
         return dataclasses.replace(
-            engine, mem_fraction_static=round(engine.mem_fraction_static - OOM_MEMORY_STEP * ooms, 4),
+            engine, memory_share=round(engine.memory_share - OOM_MEMORY_STEP * ooms, 4),
             max_running_requests=max(1, int(cap * OOM_CAP_FACTOR ** ooms)) if cap else None)
 
     @classmethod
@@ -148,13 +150,35 @@ class SGLangEngine:
             changes.append(f"kv_cache_dtype {args['kv_cache_dtype']} (attention keys and values quantized)")
         return changes
 
-    def _on_line(self, line: str) -> None:
+    @classmethod
+    def numerics(cls, record: dict, model_dir: Path) -> dict:
+        """The dtypes it ran with (those SGLang was not asked about are the model's own), its version, attention
+        kernels and GPU."""
+        from shardgen.engines.model_shape import ModelShape
+
+        info = cls.info_from_record(record)
+        dtypes = ModelShape.from_dir(model_dir).dtypes(info.settings)
+        return {"backend": info.backend, "version": info.version, **dtypes,
+                "attention_backend": info.settings.attention_backend, "gpu_name": info.gpu_name}
+
+    @classmethod
+    def read_log_line(cls, line: str) -> LogLine:
+        """A scheduler's batch line is a telemetry row, and progress where its decode generated tokens; else a
+        start-up line's pool sizes or settings, or an out-of-memory error."""
         if row := telemetry.parse_line(line):
-            self.telemetry.add(row)
-        else:
-            telemetry.parse_startup(line, self.startup)
+            return LogLine(row=row, progress=row["kind"] == "decode" and bool(row["gen_throughput"]))
+        facts: dict = {}
+        telemetry.parse_startup(line, facts)
+        return LogLine(facts=facts, settings=telemetry.parse_settings(line),
+                       out_of_memory=any(marker in line for marker in OOM_MARKERS))
+
+    def _on_line(self, line: str) -> None:
+        reading = self.read_log_line(line)
+        if reading.row:
+            self.telemetry.add(reading.row)
+        self.startup.update(reading.facts)
         if self.watchdog:
-            self.watchdog.saw_line(line, row)
+            self.watchdog.saw(line, reading)
 
     def run(self, coro):
         loop = getattr(self.engine, "loop", None) or asyncio.get_event_loop()

@@ -33,6 +33,7 @@ from dataclasses import asdict, dataclass, field
 from shardgen.config_sections import EngineConfig
 from shardgen.engines.model_shape import DTYPE_BYTES, ModelShape
 from shardgen.engines.sglang_args import run_settings
+from shardgen.engines.sglang_settings import mamba_strategy
 
 GIB, MIB = 1 << 30, 1 << 20
 # Per GPU, what the CUDA context and SGLang take before the weights and pools: 1.0-1.3 GiB on the H200 logs.
@@ -68,8 +69,8 @@ def choose(engine: EngineConfig, model_config: dict, work: Sequence[dict], gpu_m
         return CapChoice(None, f"the cap is set ({engine.max_running_requests}): kept")
     if sized_by_user := [k for k in USER_SIZING_ARGS if k in engine.args]:
         return CapChoice(None, f"engine.args size the pools or the cap ({', '.join(sized_by_user)}): kept")
-    if engine.mamba_strategy != "no_radix":
-        return CapChoice(None, f"{engine.mamba_strategy} keeps the prefix cache: SGLang sizes its state pool by "
+    if mamba_strategy(engine) != "no_radix":
+        return CapChoice(None, f"{mamba_strategy(engine)} keeps the prefix cache: SGLang sizes its state pool by "
                          "mamba_full_memory_ratio, not by the cap, and the KV cache past the running requests holds "
                          "the prefixes it reuses")
     shape = ModelShape(model_config)
@@ -85,8 +86,7 @@ def choose(engine: EngineConfig, model_config: dict, work: Sequence[dict], gpu_m
     kv_per_token = shape.kv_bytes_per_token(DTYPE_BYTES[dtypes["kv"]])
     weights = shape.resident_weights() * DTYPE_BYTES[dtypes["weights"]]
     tokens = sum(len(r["prompt_ids"]) + r["max_new_tokens"] for r in work) / len(work)
-    fraction = float(engine.args.get("mem_fraction_static", engine.mem_fraction_static))
-    tp = int(engine.args.get("tp_size", engine.tp_size))
+    fraction, tp = engine.memory_share, engine.tp_size
     rest = tp * (gpu_mib * MIB * fraction - START_OVERHEAD) - weights
     fits = int((rest - state) // (state + tokens * kv_per_token))
     sizes = {"gpu_mib": gpu_mib, "mem_fraction_static": fraction, "tp_size": tp, "dtypes": dtypes,
@@ -120,7 +120,7 @@ def prefill_limit(engine: EngineConfig, model_config: dict, gpu_mib: float | Non
     one-batch copy-on-write of their mamba states fits beside the static pools; None: nothing to bound."""
     if "prefill_max_requests" in engine.args:
         return PrefillChoice(None, f"engine.args sets prefill_max_requests ({engine.args['prefill_max_requests']}): kept")
-    if engine.mamba_strategy == "no_radix":
+    if mamba_strategy(engine) == "no_radix":
         return PrefillChoice(None, "no_radix: no prefix cache, no state copied on admission")
     shape = ModelShape(model_config)
     if not shape.is_hybrid:
@@ -128,12 +128,12 @@ def prefill_limit(engine: EngineConfig, model_config: dict, gpu_mib: float | Non
     if not gpu_mib:
         return PrefillChoice(None, "SGLang reports no GPU memory (get_device_memory_capacity): nothing to size from")
     state = shape.state_bytes_per_request(DTYPE_BYTES[shape.dtypes(run_settings(engine.args))["ssm_state"]])
-    fraction = float(engine.args.get("mem_fraction_static", engine.mem_fraction_static))
+    fraction = engine.memory_share
     budget = gpu_mib * MIB * (1 - fraction) * COW_SHARE
     limit = max(1, int(budget // (COW_STATES_PER_REQUEST * state)))
     sizes = {"gpu_mib": gpu_mib, "mem_fraction_static": fraction, "cow_budget_gib": round(budget / GIB, 2),
              "state_mib_per_request": round(state / MIB, 2), "prefill_max_requests": limit}
-    return PrefillChoice(limit, f"{engine.mamba_strategy} copies the mamba state of each request admitted on a cached "
+    return PrefillChoice(limit, f"{mamba_strategy(engine)} copies the mamba state of each request admitted on a cached "
                      f"prefix, a prefill batch at once: {limit} admissions of {sizes['state_mib_per_request']} MiB "
                      f"(x{COW_STATES_PER_REQUEST}) fit the {sizes['cow_budget_gib']} GiB budgeted outside "
                      "mem_fraction_static", sizes)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from shardgen.config import ConfigError
 from shardgen.config_sections import EngineConfig
-from shardgen.engines import EngineInfo, Request, Result, RunSettings
+from shardgen.engines import EngineInfo, LogLine, Request, Result, RunSettings
 from shardgen.faults import engine_abort_marker
 from shardgen.sampling import FIELDS
 
@@ -33,7 +33,7 @@ def hf_sampling(sampling: dict) -> dict:
     (temperature 0) leaves out the fields it goes without (SamplingField.greedy_ignores)."""
     sample = sampling["temperature"] > 0
     args = {}
-    for field in (f for f in FIELDS if f.generation_config):  # what it applies (engines.APPLIES_SAMPLING)
+    for field in (f for f in FIELDS if f.generation_config):  # what it applies (the backend registry's applies_sampling)
         value = sampling[field.name]
         if sample and value == field.neutral and field.generation_config_off is not None:
             value = field.generation_config_off  # the engines' off (top_k -1) in HF's terms (0)
@@ -93,6 +93,21 @@ class TransformersEngine:
         return EngineInfo("transformers", record["max_running_requests"], record=record, settings=RunSettings(
             weights_dtype=record.get("dtype"), kv_cache_dtype=record.get("kv_cache_dtype"),
             ssm_state_dtype=record.get("ssm_state_dtype")))
+
+    @classmethod
+    def numerics(cls, record: dict, model_dir: Path) -> dict:
+        """The dtypes it recorded running with, and a note where one is missing."""
+        dtypes = {"weights": record.get("dtype"), "kv": record.get("kv_cache_dtype"),
+                  "ssm_state": record.get("ssm_state_dtype")}
+        numerics = {"backend": record.get("backend"), **dtypes}
+        if missing := [name for name, dtype in dtypes.items() if dtype is None]:
+            numerics["dtypes_note"] = record.get("dtypes_note") or f"{', '.join(missing)}: not recorded by this engine"
+        return numerics
+
+    @classmethod
+    def read_log_line(cls, line: str) -> LogLine:
+        """Nothing: this engine logs no batch lines; its progress is its completions."""
+        return LogLine()
 
     @classmethod
     def after_oom(cls, engine: EngineConfig, ooms: int, last_cap: int | None) -> EngineConfig:

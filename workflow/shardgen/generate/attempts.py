@@ -6,8 +6,8 @@ An attempt that never logged `finished` ended early: `interrupted` (Ctrl-C: a Ke
 out), or it died: SGLang kills its whole process tree when its scheduler dies, so the cause is whatever the attempt
 logged before (out of memory, a stall) or `killed`.
 
-After an out-of-memory death the next attempt lowers memory (mem_fraction_static -0.03, the running cap -25%, per
-such death in a row, at most MAX_RESTARTS times). How many automatic restarts happen is Snakemake's `retries`
+After an out-of-memory death the next attempt starts under its backend's backoff (`Backend.after_oom`; SGLang:
+memory_share -0.03, the running cap -25%, per such death in a row), at most MAX_RESTARTS times. How many automatic restarts happen is Snakemake's `retries`
 (3 in the profiles); a person rerunning by hand is never refused.
 
 The heartbeat: the process rewrites generate/shard-NNN/heartbeat.json every BEAT_SECONDS from the start of its
@@ -28,7 +28,6 @@ from shardgen.engines import backend
 from shardgen.layout import attempts_path, heartbeat_path
 
 MAX_RESTARTS = 3
-OOM_MARKERS = ("CUDA out of memory", "OutOfMemoryError", "out of memory")
 BEAT_SECONDS = 5.0
 STALE_SECONDS = 30.0  # six beats missed: a loaded or shared filesystem delays a write, never by this much
 INTERRUPTED = "interrupted"
@@ -97,10 +96,6 @@ def start_attempt(shard_dir: Path, configured: EngineConfig) -> tuple[int, Engin
 
 def log_event(shard_dir: Path, attempt: int, event: str, **detail) -> None:
     _append(shard_dir, {"attempt": attempt, "event": event, "at": datetime.now(timezone.utc).isoformat(), **detail})
-
-
-def is_oom_line(line: str) -> bool:
-    return any(marker in line for marker in OOM_MARKERS)
 
 
 def _beat(path: Path, attempt: int) -> None:

@@ -74,7 +74,10 @@ def _run(config: Config, layout: Layout, shard: int, todo: list[TurnRequest], gp
         # what an engine sizes its settings from (`work`: the prompts it is about to run, as the engines read them)
         work = [{"prompt_ids": r.prompt_ids, "max_new_tokens": r.sampling.max_new_tokens, "turns": r.turns,
                  "turn": r.turn} for r in todo]
-        with open_engine(config, model, shard_dir, device="cpu" if gpu == "cpu" else "cuda", attempt=attempt,
+        def on_event(event: str, detail: str) -> None:  # the watchdog's stall or out-of-memory, in this attempt
+            attempts.log_event(shard_dir, attempt, event, detail=detail)
+
+        with open_engine(config, model, shard_dir, device="cpu" if gpu == "cpu" else "cuda", on_event=on_event,
                          work=work) as engine:
             attempts.log_event(shard_dir, attempt, "engine_started",
                                max_running_requests=engine.info.max_running_requests)

@@ -1,6 +1,6 @@
 """What determined the generated tokens, for the exports' manifest and the report: the model, tokenizer and template
 hashes; per shard the engine that generated it (from its done file's `engine` section: backend, SGLang version,
-weight, KV-cache and SSM-state dtypes under every backend, attention backend); per source the sampling its prompt
+weight, KV-cache and SSM-state dtypes under every backend, as its backend reads them: `Backend.numerics`); per source the sampling its prompt
 set was made with and where each value came from (`origin`: source, config.defaults, generation_config or neutral;
 shardgen.sampling).
 A drafter learns the target's numerics: a bfloat16 SSM state or an fp8 KV cache makes other tokens than the model
@@ -21,19 +21,9 @@ def engine_numerics(engine: dict | None, model_dir: Path) -> dict:
     if not engine:
         return {"backend": None, "note": "this run of the shard generated nothing; the done file of the run that "
                                          "did is overwritten, so its engine is not recorded here"}
-    if engine.get("backend") != "sglang":  # the backend recorded the dtypes it ran with, in these keys
-        dtypes = {"weights": engine.get("dtype"), "kv": engine.get("kv_cache_dtype"),
-                  "ssm_state": engine.get("ssm_state_dtype")}
-        numerics = {"backend": engine.get("backend"), **dtypes}
-        if missing := [name for name, dtype in dtypes.items() if dtype is None]:
-            numerics["dtypes_note"] = engine.get("dtypes_note") or f"{', '.join(missing)}: not recorded by this engine"
-        return numerics
-    from shardgen.engines import info_from_record
-    from shardgen.engines.model_shape import ModelShape
+    from shardgen.engines import backend
 
-    info = info_from_record(engine)
-    return {"backend": info.backend, "version": info.version, **ModelShape.from_dir(model_dir).dtypes(info.settings),
-            "attention_backend": info.settings.attention_backend, "gpu_name": info.gpu_name}
+    return backend(engine["backend"]).numerics(engine, model_dir)
 
 
 def provenance(config, layout: Layout) -> dict:

@@ -71,13 +71,14 @@ def _cap_findings(run: Run, cap: int, at_cap: list[int]) -> list[Finding]:
             "mamba_pool_bound", f"running stayed at the cap of {cap}, set by the mamba state pool ({pool} slots / "
             f"{slots} per request with {run.strategy}), while KV usage was only {kv:.2f}"
             + ("; mamba usage reads ~0.66-0.72 here because of reserved slots" if run.strategy != "no_radix" else ""),
-            [f"mamba_strategy: no_radix (1 slot per request, overlap scheduling kept): up to {no_radix_cap} running",
+            [f"engine.sglang.mamba_strategy: no_radix (1 slot per request, overlap scheduling kept): up to "
+             f"{no_radix_cap} running",
              f"max_running_requests: {no_radix_cap} with the graph limit raised to match",
              "or a larger mamba pool: engine.args mamba_full_memory_ratio, or mamba_ssm_dtype: bfloat16"],
             _evidence(run, at_cap))]
     if kv >= 0.85:
         return [Finding("kv_bound", f"running stayed at the cap of {cap} with KV usage {kv:.2f}",
-                        ["raise mem_fraction_static, or lower max_new_tokens / context_length",
+                        ["raise engine.memory_share, or lower max_new_tokens / context_length",
                          "a smaller mamba share (mamba_full_memory_ratio) leaves more KV"], _evidence(run, at_cap))]
     waiting = [i for i in at_cap if run.rows[i]["queue"] > 0]
     return [_running_cap(run, cap, waiting, kv, sized_to_cap)] if waiting else []
@@ -100,7 +101,7 @@ def _running_cap(run: Run, cap: int, waiting: list[int], kv: float, sized_to_cap
                 f" about {more} more requests fit")
     graphs = f" (now {run.graph_limit})" if run.graph_limit else ""
     advice = ([f"raise max_running_requests to about {cap + int(more * 0.8)} (80% of the room, as outputs grow)"]
-              if more else ["raising max_running_requests needs KV room: raise mem_fraction_static first"])
+              if more else ["raising max_running_requests needs KV room: raise engine.memory_share first"])
     advice.append(f"raise the CUDA-graph decode limit with it (cuda_graph_max_bs / cuda_graph_max_bs_decode{graphs});"
                   " shardgen does it when engine.max_running_requests is set")
     return Finding("running_cap_bound", f"running stayed at max_running_requests = {cap} with up to {queue} requests "
@@ -114,7 +115,7 @@ def _admission_findings(run: Run, cap: int, held: list[int]) -> list[Finding]:
     if kv < 0.85:
         return []
     advice = [f"max_running_requests: {running} (what the KV pool holds at these lengths), or raise "
-              "mem_fraction_static"]
+              "engine.memory_share"]
     if pool_gb := run.facts.get("mamba_pool_gb"):
         advice.append(f"the mamba pool takes {pool_gb} GB: mamba_ssm_dtype: bfloat16 halves it and leaves the rest "
                       "to KV")
@@ -165,7 +166,7 @@ def _prefill(run: Run, steady: list[int]) -> list[Finding]:
         return [Finding("prefill_heavy", f"{prompt_tokens} prompt tokens were prefilled for ~{generated:.0f} generated:"
                         " prefill, not decode, takes most of the GPU",
                         ["a larger chunked_prefill_size / max_prefill_tokens batches prefill better",
-                         "with shared prefixes, keep the prefix cache on (not mamba_strategy: no_radix)"],
+                         "with shared prefixes, keep the prefix cache on (not engine.sglang.mamba_strategy: no_radix)"],
                         _evidence(run, prefill))]
     return []
 
@@ -174,4 +175,4 @@ def _retractions(run: Run) -> list[Finding]:
     if not run.retractions:
         return []
     return [Finding("retractions", f"{len(run.retractions)} retraction lines: requests were evicted and redone",
-                    ["lower max_running_requests or raise mem_fraction_static"], run.retractions[:3])]
+                    ["lower max_running_requests or raise engine.memory_share"], run.retractions[:3])]

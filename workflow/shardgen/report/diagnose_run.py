@@ -1,12 +1,13 @@
-"""What a diagnosis reads from one engine run: the telemetry rows (an SGLang log's batch lines, or a shard's
-telemetry parts), the start-up pool sizes, the settings it ran with, and the log lines behind each row (evidence)."""
+"""What a diagnosis reads from one engine run: the telemetry rows (an engine log's batch lines as its backend reads
+them, or a shard's telemetry parts), the start-up pool sizes, the settings it ran with, and the log lines behind
+each row (evidence)."""
 
 import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from shardgen.engines import RunSettings, info_from_record, telemetry
+from shardgen.engines import DEFAULT_BACKEND, RunSettings, backend, info_from_record
 from shardgen.layout import Layout, telemetry_glob
 
 RETRACT = re.compile(r"retract", re.IGNORECASE)
@@ -31,16 +32,19 @@ class Run:
         return self.settings.graph_limit
 
 
-def read_log(path: Path) -> Run:
+def read_log(path: Path, engine: str = DEFAULT_BACKEND) -> Run:
+    """A log of an `engine` backend's engine, read line by line by that backend."""
+    read_line = backend(engine).read_log_line
     rows, lines, facts, settings, retractions = [], {}, {}, RunSettings(), []
     for line in path.read_text(errors="replace").splitlines():
-        if row := telemetry.parse_line(line):
+        reading = read_line(line)
+        if reading.row:
             lines[len(rows)] = line.strip()
-            rows.append(row)
+            rows.append(reading.row)
             continue
-        telemetry.parse_startup(line, facts)
-        if (logged := telemetry.parse_settings(line)) is not None:
-            settings = logged
+        facts.update(reading.facts)
+        if reading.settings is not None:
+            settings = reading.settings
         elif RETRACT.search(line):
             retractions.append(line.strip())
     return Run(rows, lines, facts, settings, retractions)
@@ -60,5 +64,6 @@ def read_shard(shard_dir: Path) -> Run:
     return Run(records, lines, info.startup, info.settings, [], info.gpu_name)
 
 
-def read(path: Path) -> Run:
-    return read_shard(path) if path.is_dir() else read_log(path)
+def read(path: Path, engine: str = DEFAULT_BACKEND) -> Run:
+    """A shard folder (its done file names its backend), or a log file of an `engine` backend's engine."""
+    return read_shard(path) if path.is_dir() else read_log(path, engine)

@@ -15,27 +15,24 @@ from shardgen.engines import backend
 from shardgen.layout import Layout, TuneLayout
 
 log = logging.getLogger(__name__)
-POOLED_RATIO, POOLED_GRAPHS = 8.0, 512  # a mamba pool ~1.9x the default one, decode graphs up to the batch it allows
 PLAN_KEYS = ("sample", "seed", "max_new_tokens", "ignore_eos", "caps", "bf16_state")
 
 
 def grid(engine: dict, caps: list[int], bf16_state: bool) -> dict[str, dict]:
-    """The user's current engine settings, then the hybrid variants; a variant equal to the current one is dropped.
-    Each variant decides the memory-layout arguments for itself; the user's other engine.args stay as they are."""
-    layout_args = backend(engine["backend"]).MEMORY_LAYOUT_ARGS
-    base = {**engine, "max_running_requests": None,
-            "args": {k: v for k, v in engine["args"].items() if k not in layout_args}}
+    """The settings measured around the user's current ones: the backend's own grid (`Tunable.tune_grid`)."""
+    chosen = backend(engine["backend"])
+    if not hasattr(chosen, "tune_grid"):
+        raise ConfigError(f"shardgen tune measures a grid of the backend's own settings, and engine.backend "
+                          f"{engine['backend']} has none")
+    return chosen.tune_grid(engine, caps, bf16_state)
 
-    def variant(strategy: str, cap: int | None = None, **args) -> dict:
-        return {**base, "mamba_strategy": strategy, "max_running_requests": cap, "args": {**base["args"], **args}}
 
-    settings = {"no_buffer": variant("no_buffer"), "extra_buffer": variant("extra_buffer"),
-                f"no_buffer_ratio{POOLED_RATIO:g}_graphs{POOLED_GRAPHS}": variant(
-                    "no_buffer", mamba_full_memory_ratio=POOLED_RATIO, cuda_graph_max_bs=POOLED_GRAPHS)}
-    settings.update({f"no_radix_{cap}": variant("no_radix", cap) for cap in caps})
-    if bf16_state:  # half the state memory per request; a numerics trade-off the fragment points out
-        settings[f"no_radix_{max(caps)}_bf16"] = variant("no_radix", max(caps), mamba_ssm_dtype="bfloat16")
-    return {"current": engine, **{name: s for name, s in settings.items() if s != engine}}
+def in_todays_keys(plan: dict) -> dict:
+    """A plan read back with its config and settings in today's keys (one written before engine keys were renamed
+    is read as it was meant: shardgen.engines' settings modules move old spellings)."""
+    config = Config.from_dict(plan["config"])
+    settings = {name: config.with_engine(engine).engine.as_dict() for name, engine in plan["settings"].items()}
+    return {**plan, "config": config.raw, "settings": settings}
 
 
 def write_sample(prompts: Path, out: Path, n: int, seed: int) -> int:
@@ -53,19 +50,17 @@ def load_plan(config: Config, tune_dir: Path, options: dict) -> dict:
     """The plan of this tune folder, made on its first call; later calls must ask for the same measurement."""
     path = TuneLayout(tune_dir).plan
     if path.exists():
-        plan = json.loads(path.read_text())
+        plan = in_todays_keys(json.loads(path.read_text()))
         if changed := [k for k in PLAN_KEYS if plan[k] != options[k]]:
             raise ConfigError(f"{tune_dir} holds a tune run with different {', '.join(changed)} "
                               f"({', '.join(f'{k}={plan[k]!r}' for k in changed)}); pass those, or --out elsewhere")
-        if plan["config"]["engine"] != config.engine.as_dict():
+        if Config.from_dict(plan["config"]).engine != config.engine:
             log.warning("the config's engine section changed since %s began; its settings are kept (the grid is "
                         "compared on one plan): pass --out for a tune run from the new settings", tune_dir)
         return plan
-    if config.engine.backend != "sglang":
-        raise ConfigError("shardgen tune measures SGLang's hybrid-Mamba settings: engine.backend must be sglang")
+    settings = grid(config.engine.as_dict(), options["caps"], options["bf16_state"])
     rows = write_sample(Layout(config.results).prompts, TuneLayout(tune_dir).sample, options["sample"], options["seed"])
-    plan = {**options, "sample_rows": rows, "config": config.raw,
-            "settings": grid(config.engine.as_dict(), options["caps"], options["bf16_state"])}
+    plan = {**options, "sample_rows": rows, "config": config.raw, "settings": settings}
     write_text(json.dumps(plan, indent=1), path)
     return plan
 

@@ -17,7 +17,7 @@ from shardgen.report.summary import markdown_table
 
 COLUMNS = ("setting", "status", "steady_decode_tps", "output_tps", "running_max", "mamba_usage_max", "kv_usage_max",
            "eager_decode_lines", "engine_start_s", "numerics_change")
-FRAGMENT_KEYS = ("mamba_strategy", "max_running_requests", "mem_fraction_static")
+FRAGMENT_KEYS = ("memory_share", "max_running_requests")  # with the backend's own section and engine.args
 
 
 def load_results(tune_dir: Path, plan: dict) -> list[dict]:
@@ -80,7 +80,8 @@ def fragment(plan: dict, best: dict, summary: dict) -> str:
              "# use: snakemake --configfile config/config.yaml <this file>"]
     if best["numerics_change"]:
         lines.append(f"# changes the model's numerics (allowed by --allow-numerics-change): {best['numerics_change']}")
-    body = {"engine": {**{k: engine[k] for k in FRAGMENT_KEYS}, "args": args}}
+    own = {name: engine[name] for name in (engine["backend"],) if name in engine}  # engine.<backend>, if it has one
+    body = {"engine": {**{k: engine[k] for k in FRAGMENT_KEYS}, **own, "args": args}}
     return "\n".join(lines) + "\n" + yaml.safe_dump(body, sort_keys=False)
 
 
