@@ -165,6 +165,8 @@ def test_kill_in_the_middle_of_conversations_then_resume(multi, fault):
             last = by_turn[cid, t]  # a part row carries its prompt from turn 2 on; turn 1's is the prompts row's
             assert resumed["messages"][:-2] == (last["messages"] if t > 1 else prompts[cid]["messages"])
             assert resumed["messages"][-2] == {"role": "assistant", "content": last["completion"]}
+    assert any(by_turn[cid, t + 1]["finish_reason"] in ("stop", "length") for cid, t in cut.items())
+
 
 def test_the_next_turn_is_submitted_as_soon_as_its_previous_turn_completes(tmp_path):
     """A fake engine (test only) that answers in order: with a window of 2, conversation A's turn 2 goes before C's
