@@ -110,7 +110,8 @@ def test_each_rule_on_a_hand_made_run():
     capped = hand_run([row(running=100, queue=5, usage=0.2, s=i) for i in range(4)], cap)
     assert codes(capped) == ["running_cap_bound"]
     # batches above the CUDA-graph limit without graphs
-    eager = hand_run([row(running=300, gen=3000.0, cuda_graph=False), row(running=10)], settings=RunSettings(graph_limit=256))
+    eager = hand_run([row(running=300, gen=3000.0, cuda_graph=False), row(running=10)],
+                     settings=RunSettings(graph_limit=256))
     (finding,) = diagnose(eager)
     assert finding.code == "cuda_graph_uncovered" and "up to 300" in finding.message and finding.evidence == ["line 0"]
     # throughput flat while running doubled
