@@ -157,6 +157,7 @@ def check_results(work: Path) -> dict:
     assert summary["prompts_read"] == (summary["prompts_accepted"] + summary["prompts_rejected"]
                                        + summary["prompts_duplicate"])
     manifest = json.loads((res / "report" / "manifest.json").read_text())
+    assert sum(s["accepted"] for s in manifest["sources"]) == summary["prompts_accepted"] > 0, manifest["sources"]
     for source in manifest["sources"]:
         assert source["read"] == source["accepted"] + source["rejected"] + source["duplicates"], source
         assert source["accepted"] == source["generated"] + source["failed"], source

@@ -47,6 +47,7 @@ def test_single_turn_arm_sends_the_each_turn_arms_prompts(tmp_path, demo_model):
     assert result["workload"] == "multi_turn" and result["first_arm"] == "each_turn:no_radix"
     assert set(result["each_turn_over_single_turn_output_tps"]) == {"no_radix"}
     assert set(result["warm_ups"]) == {"no_radix"} and result["warm_ups"]["no_radix"]["requests"] >= 2
+    assert set(result["arms"]) == {"each_turn:no_radix", "single_turn:no_radix"}
     for name, arm in result["arms"].items():
         assert arm["requests"] == len(sent) and arm["output_tps"] > 0 and arm["engine_start_s"] >= 0, name
         by_turn = arm["cached_tokens_by_turn"]

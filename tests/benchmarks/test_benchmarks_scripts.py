@@ -28,7 +28,10 @@ def bench(*args, cwd=REPO) -> subprocess.CompletedProcess:
 def test_every_benchmark_script_imports(script, monkeypatch):
     monkeypatch.syspath_prepend(str(script.parent))  # as when run: a script imports its siblings (bench_data)
     spec = importlib.util.spec_from_file_location(f"bench_{script.stem}", script)
-    spec.loader.exec_module(importlib.util.module_from_spec(spec))  # the __main__ guard keeps main() from running
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)  # the __main__ guard keeps main() from running
+    # a script's entry point is main(); bench_data is the siblings' library (their workload writer)
+    assert callable(getattr(module, "write_source" if script.stem == "bench_data" else "main", None)), script.name
 
 
 def test_shard_balance_replays_the_committed_run(tmp_path):
@@ -47,8 +50,14 @@ def test_plot_running_draws_the_committed_run(tmp_path):
 
 def test_status_benchmark_on_a_few_parts(tmp_path):
     out = tmp_path / "status.json"
-    bench(REPO / "benchmarks" / "status.py", "--shards", 2, "--parts", 3, "--repeats", 1, "--save", out)
-    assert json.loads(out.read_text())
+    proc = bench(REPO / "benchmarks" / "status.py", "--shards", 2, "--parts", 3, "--repeats", 2, "--save", out)
+    result = json.loads(out.read_text())
+    assert json.loads(proc.stdout.splitlines()[-1]) == result  # what it prints is what it saves
+    assert {k: result[k] for k in ("shards", "parts_per_shard", "rows_per_part", "goal_s")} == {
+        "shards": 2, "parts_per_shard": 3, "rows_per_part": 10, "goal_s": 1.0}
+    assert 0 < result["min_s"] <= result["median_s"] <= result["max_s"] and result["cold_s"] > 0
+    assert set(result) == {"shards", "parts_per_shard", "rows_per_part", "cold_s", "median_s", "min_s", "max_s",
+                           "goal_s", "machine", "date"}
 
 
 def test_variable_length_make_writes_a_valid_config(tmp_path, demo_model):

@@ -118,7 +118,7 @@ def test_a_data_parallel_engine_leases_its_ranks_gpus_and_a_window_across_them(s
     assert cfg.n_shards == 2
     logs = run_all(cfg, layout)
     dones = _check_disjoint_and_concurrent(layout, 2, 2)
-    for done, log in zip(dones, logs):
+    for done, log in zip(dones, logs, strict=True):
         # each of the 2 ranks runs the cap of 3: the engine reports 6, and the window is inflight (2) x 6
         assert done["engine"]["max_running_requests"] == 6 and done["engine"]["resolved"]["dp_size"] == 2
         assert re.search(r"prompts to generate, window 12\b", log)

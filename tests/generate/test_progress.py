@@ -34,6 +34,7 @@ def _restage(config) -> Layout:
 
 
 def _assert_not_overcounted(layout, rows, run):
+    assert len(rows) == 2, rows  # one row per shard
     for row in rows:
         assert row["committed"] <= row["prompts"], row
     assert run["output_tokens_share"] is None or run["output_tokens_share"] < 1

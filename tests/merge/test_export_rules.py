@@ -86,7 +86,7 @@ def test_text_exports_never_end_a_turn_cut_by_length(scripted):
 def test_reasoning_is_apart_in_the_dataset_and_the_history_fed_back_is_unchanged(scripted):
     _, (_, _, by_name, _) = scripted
     for name, (_, turns) in SCRIPT.items():
-        for row, (_, text, _) in zip(by_name[name], turns):
+        for row, (_, text, _) in zip(by_name[name], turns, strict=True):
             reasoning, content = split(text)
             assert row["completion"] == text  # the whole completion, as generated
             assert (row["reasoning_content"], row["content"]) == (reasoning, content)

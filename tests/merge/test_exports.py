@@ -153,12 +153,20 @@ def test_earlier_answers_are_masked_because_a_template_may_rerender_them(tmp_pat
         ("Blue.", "the user wants a colour"), ("Green.", "another one")]  # each turn's reasoning apart
 
 
-def test_merge_writes_the_exports_of_a_demo_run(make_config, write_jsonl):
-    """The demo run's first-turn rows: each a one-turn conversation in the token exports, and in the text exports
-    when it stopped (the random model's answers are often cut by max_new_tokens)."""
+def test_merge_writes_the_exports_of_a_demo_run(make_config, write_jsonl, tokenizer, monkeypatch):
+    """A first-turn run's rows: each a one-turn conversation in the token exports, and in the text exports and
+    train.jsonl when it stopped. The engine is a test-only fake over the demo tokenizer that stops on even fruit
+    numbers and is cut by length on odd ones (the demo model's random answers are nearly always cut)."""
     from shardgen.merge.dataset import merge
-    from helpers import stage
+    from helpers import FakeEngine, stage
 
+    class StopOnEven(FakeEngine):
+        def reply(self, prompt):
+            even = int(prompt.split("fruit number ")[1].split(".")[0]) % 2 == 0
+            return ("A pear.", "stop") if even else ("An apple and", "length")
+
+    engine = StopOnEven("fake-stop-on-even", tokenizer, max_running_requests=2)
+    monkeypatch.setattr("shardgen.engines.session.create_engine", lambda *args, **kwargs: engine)
     path = write_jsonl("a.jsonl", [{"query": f"Name a fruit number {i}."} for i in range(5)])
     layout = stage(make_config([{"name": "a", "path": path, "format": "query_response"}]), 1)
     ds = layout.dataset_dir
@@ -166,6 +174,7 @@ def test_merge_writes_the_exports_of_a_demo_run(make_config, write_jsonl):
     dataset = {r["prompt_id"]: r for r in pq.read_table(ds / "data.parquet").to_pylist()}
     ids = {r.get("conversation_id", r["prompt_id"]): r for r in dataset.values()}
     stopped = {cid for cid, r in ids.items() if r["finish_reason"] == "stop"}
+    assert (len(ids), len(stopped)) == (5, 3)  # fruits 0, 2 and 4 stopped; 1 and 3 were cut
     sharegpt, messages = read_jsonl(layout.export("sharegpt.jsonl")), read_jsonl(layout.export("messages.jsonl"))
     for name in ("tokens.jsonl", "tokens.parquet"):
         tokens = load(layout.export(name))

@@ -105,6 +105,7 @@ def test_specforge_train_data_path_trains_only_generated_tokens(demo_run):
     expected = Counter()
     carried = {"both_stop": 2, "last_cut": 2, "unclosed_stop": 1, "plain": 1}  # exports.on_length's default
     for name, turns in carried.items():
+        assert len(by_name[name]) >= turns, name
         for row in by_name[name][:turns]:
             assert row["finish_reason"] == "stop"
             answer = tuple(tokenizer(row["content"], add_special_tokens=False).input_ids) + (row["output_ids"][-1],)

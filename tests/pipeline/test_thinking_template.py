@@ -101,6 +101,7 @@ def history(name: str, upto: int) -> list[dict]:
 def test_the_completion_text_is_fed_back_and_the_template_strips_its_reasoning(run, tokenizer):
     _, conversations, engine = run
     rows = conversations["think"]
+    assert len(rows) == len(USERS["think"])
     for t, row in enumerate(rows, 1):
         assert row["completion"] == answer(t)  # the dataset keeps the full text, reasoning included
         assert row["messages"] == history("think", t)  # and the history holds it as the assistant content
@@ -122,6 +123,7 @@ def test_the_completion_text_is_fed_back_and_the_template_strips_its_reasoning(r
 def test_chat_template_kwargs_reach_the_template(run, tokenizer):
     _, conversations, _ = run
     off = {"enable_thinking": False}
+    assert len(conversations["plain"]) == len(USERS["plain"])
     for t, row in enumerate(conversations["plain"], 1):
         assert row["messages"] == history("plain", t) and row["completion"] == answer(t)
         assert row["prompt_ids"] == render(tokenizer, row["messages"], **off)
@@ -137,6 +139,7 @@ def test_token_loss_mask_under_a_qwen3_style_template(run, tokenizer, name):
     re-rendered there: under the template without their reasoning)."""
     layout, conversations, _ = run
     tokens, messages = load(layout.export(name)), load(layout.export("messages.jsonl"))
+    assert sorted(conversations) == sorted(USERS) and len(tokens) == len(messages) == len(USERS)
     for source, rows in conversations.items():
         kwargs = {"enable_thinking": False} if source == "plain" else {}
         last, cid = rows[-1], rows[-1]["conversation_id"]

@@ -44,7 +44,7 @@ def test_mamba_finding_names_the_pool_and_the_fix():
     finding = diagnose(read_log(LOGS / "nh8b-no_buffer-default.log"))[0]
     assert "513 slots / 3 per request with no_buffer" in finding.message and "KV usage was only 0.02" in finding.message
     assert any("mamba_strategy: no_radix" in a for a in finding.advice)
-    assert all("Decode batch" in e and "#running-req: 170" in e for e in finding.evidence)
+    assert finding.evidence and all("Decode batch" in e and "#running-req: 170" in e for e in finding.evidence)
 
 
 def synthetic(tmp_path, decode, prefill=(), cap=512, pool=513, strategy="no_buffer", radix="False", graphs=256,
@@ -109,7 +109,7 @@ def test_running_cap_bound_says_how_much_room_is_left():
     assert "max_running_requests = 1024 with up to 477 requests waiting" in finding.message
     assert "about 815 more requests fit" in finding.message and "48.3 MB of mamba state" in finding.message
     assert "buys little" in finding.advice[0] and "(now 1024)" in finding.advice[1]  # the tail shows it flat
-    assert all("#queue-req: 477" in e for e in finding.evidence)
+    assert finding.evidence and all("#queue-req: 477" in e for e in finding.evidence)
     saturated = diagnose(read_log(LOGS / "tune-nh8b-no_radix-1024-bf16.log"))[1]
     assert "(9911 -> 10208 tok/s) across running 477 -> 1023" in saturated.message
     assert ["#running-req: 1023" in saturated.evidence[0], "#running-req: 477" in saturated.evidence[1]] == [True] * 2

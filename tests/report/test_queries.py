@@ -54,7 +54,7 @@ def test_internal_queries_refuse_by_name_and_list_shows_user_queries(results, ca
     assert main(["query", "--list"]) == 0
     listed = dict(line.split(None, 1) for line in capsys.readouterr().out.splitlines())
     assert set(listed) == set(db.user_queries()) and "shard_done" not in listed and "winners" not in listed
-    assert all(purpose.strip() for purpose in listed.values())
+    assert listed and all(purpose.strip() for purpose in listed.values())
 
 
 def test_read_only_commands_take_the_results_folder_from_the_config(results, tmp_path, capsys):

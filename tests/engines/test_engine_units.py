@@ -1,0 +1,127 @@
+"""Direct tests of the engine helpers otherwise reached only end to end: the watchdog (progress, out-of-memory
+lines, a stall kills the engine), the fd 2 tap, and the model shape (weights, state and KV sizes, dtypes)."""
+
+import json
+import os
+import threading
+import time
+
+import pytest
+
+from shardgen.engines import RunSettings
+from shardgen.engines.logtap import LogTap
+from shardgen.engines.model_shape import ModelConfigError, ModelShape
+from shardgen.engines.watchdog import Watchdog
+from shardgen.generate.attempts import attempts_path
+
+from helpers import TESTS
+
+DECODE = {"kind": "decode", "gen_throughput": 1200.0}
+
+
+def events(shard_dir) -> list[dict]:
+    return [json.loads(line) for line in attempts_path(shard_dir).read_text().splitlines()]
+
+
+def test_a_decode_line_with_throughput_is_progress_an_idle_one_is_not(tmp_path):
+    dog = Watchdog(tmp_path, 1, stall_seconds=60)
+    dog.last_progress = 0.0
+    dog.saw_line("Decode batch ... gen throughput (token/s): 0.00", {**DECODE, "gen_throughput": 0.0})
+    dog.saw_line("Prefill batch", {"kind": "prefill", "gen_throughput": None})
+    assert dog.last_progress == 0.0
+    dog.saw_line("Decode batch ...", DECODE)
+    assert dog.last_progress > 0.0
+
+
+def test_the_first_out_of_memory_line_is_logged_once(tmp_path):
+    dog = Watchdog(tmp_path, 2, stall_seconds=60)
+    dog.saw_line("an ordinary line", None)
+    assert not attempts_path(tmp_path).exists()
+    dog.saw_line("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n", None)
+    dog.saw_line("CUDA out of memory again", None)
+    (event,) = events(tmp_path)
+    assert (event["attempt"], event["event"]) == (2, "out_of_memory")
+    assert event["detail"] == "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"
+
+
+def test_a_stall_kills_the_engine_and_is_logged(tmp_path):
+    killed = threading.Event()
+    dog = Watchdog(tmp_path, 1, stall_seconds=0.5)
+    dog.start(killed.set)
+    try:
+        assert killed.wait(5.0), "the watchdog never killed a stalled engine"
+    finally:
+        dog.close()
+    (event,) = events(tmp_path)
+    assert event["event"] == "stalled" and event["detail"].startswith("no progress for ")
+
+
+def test_progress_keeps_the_engine_alive(tmp_path):
+    killed = threading.Event()
+    dog = Watchdog(tmp_path, 1, stall_seconds=1.5)
+    dog.start(killed.set)
+    try:
+        for _ in range(12):  # 3 s of progress every 0.25 s: twice the stall limit
+            dog.saw_line("Decode batch", DECODE)
+            time.sleep(0.25)
+        assert not killed.is_set()
+    finally:
+        dog.close()
+    assert not attempts_path(tmp_path).exists()
+
+
+def test_the_tap_sees_every_line_written_to_fd_2():
+    lines = []
+    tap = LogTap(lines.append)
+    try:
+        os.write(2, b"Decode batch, #running-req: 3\npartial ")
+        os.write(2, "line \xe9 done\nunterminated".encode())
+    finally:
+        tap.close()
+    deadline = time.monotonic() + 5
+    while len(lines) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert lines == ["Decode batch, #running-req: 3", "partial line \xe9 done"]
+
+
+PLAIN = {"hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2, "num_hidden_layers": 3,
+         "intermediate_size": 256, "vocab_size": 1000, "torch_dtype": "float16"}
+
+
+def test_a_plain_decoders_shape_by_hand():
+    shape = ModelShape(PLAIN)
+    assert shape.pattern == "***" and not shape.is_hybrid
+    # per layer: q and o (64x64 each), k and v (64x32 each), gated MLP 3 x 64x256; plus the LM head 64x1000
+    per_layer = 2 * 64 * 64 + 2 * 64 * 32 + 3 * 64 * 256
+    assert shape.weights() == (3 * per_layer + 64_000,) * 2
+    assert shape.resident_weights() == 3 * per_layer + 2 * 64_000  # the embedding table too (not tied)
+    assert ModelShape({**PLAIN, "tie_word_embeddings": True}).resident_weights() == 3 * per_layer + 64_000
+    assert shape.kv_bytes_per_token(2) == 3 * 2 * 2 * 16 * 2  # layers x (K, V) x kv heads x head_dim x bytes
+    assert shape.state_bytes_per_request(4) == 0
+    assert shape.dtypes(RunSettings()) == {"weights": "float16", "kv": "float16", "ssm_state": "float32"}
+    assert shape.dtypes(RunSettings(kv_cache_dtype="fp8_e4m3", ssm_state_dtype="bfloat16")) == {
+        "weights": "float16", "kv": "fp8_e4m3", "ssm_state": "bfloat16"}
+
+
+def test_the_nemotron_h_shape_from_its_config():
+    shape = ModelShape.from_dir(TESTS / "data" / "models" / "nh8b")
+    cfg = shape.cfg
+    assert shape.is_hybrid and shape.pattern == cfg["hybrid_override_pattern"]
+    head_dim = cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"]
+    assert shape.kv_bytes_per_token(2) == shape.pattern.count("*") * 2 * cfg["num_key_value_heads"] * head_dim * 2
+    state_elems, conv_dim, kernel = shape._mamba()
+    assert state_elems == cfg["mamba_num_heads"] * cfg["mamba_head_dim"] * cfg["ssm_state_size"]
+    assert shape.state_bytes_per_request(4) == shape.pattern.count("M") * (state_elems * 4
+                                                                            + conv_dim * (kernel - 1) * 2)
+    assert shape.state_bytes_per_request(2) < shape.state_bytes_per_request(4)
+    active, total = shape.weights()
+    assert active == total == sum(shape.layer_weights(k)[0] for k in shape.pattern) + cfg["hidden_size"] * cfg[
+        "vocab_size"]
+    assert 7e9 < total < 9e9  # an 8B model
+
+
+def test_an_unknown_layer_kind_or_a_missing_config_is_a_clear_error(tmp_path):
+    with pytest.raises(ModelConfigError, match="layer kind 'Q'"):
+        ModelShape({**PLAIN, "hybrid_override_pattern": "*Q"}).weights()
+    with pytest.raises(ModelConfigError, match="no config.json"):
+        ModelShape.from_dir(tmp_path)
