@@ -1,73 +1,81 @@
 """Direct tests of the engine helpers otherwise reached only end to end: the watchdog (progress, out-of-memory
 lines, a stall kills the engine), the fd 2 tap, and the model shape (weights, state and KV sizes, dtypes)."""
 
-import json
 import os
 import threading
 import time
 
 import pytest
 
-from shardgen.engines import RunSettings
+from shardgen.engines import LogLine, RunSettings
 from shardgen.engines.logtap import LogTap
 from shardgen.engines.model_shape import ModelConfigError, ModelShape
+from shardgen.engines.sglang_engine import SGLangEngine
 from shardgen.engines.watchdog import Watchdog
-from shardgen.generate.attempts import attempts_path
 
 from helpers import TESTS
 
-DECODE = {"kind": "decode", "gen_throughput": 1200.0}
+class Reports(list):
+    """The watchdog's reports (generate writes them to the attempt record), in order."""
+
+    def __call__(self, event: str, detail: str) -> None:
+        self.append((event, detail))
 
 
-def events(shard_dir) -> list[dict]:
-    return [json.loads(line) for line in attempts_path(shard_dir).read_text().splitlines()]
+def read(line: str) -> LogLine:
+    return SGLangEngine.read_log_line(line)  # the backend's reading, as the engine's log tap gives it
 
 
-def test_a_decode_line_with_throughput_is_progress_an_idle_one_is_not(tmp_path):
-    dog = Watchdog(tmp_path, 1, stall_seconds=60)
+DECODING = ("[2026-12-02 10:26:24] Decode batch, #running-req: 191, #full token: 36384, full token usage: 0.05, "
+            "mamba num: 691, mamba usage: 0.72, cuda graph: True, gen throughput (token/s): 1283.38, #queue-req: 809")
+
+
+def test_a_decode_line_with_throughput_is_progress_an_idle_one_is_not():
+    dog = Watchdog(60, Reports())
     dog.last_progress = 0.0
-    dog.saw_line("Decode batch ... gen throughput (token/s): 0.00", {**DECODE, "gen_throughput": 0.0})
-    dog.saw_line("Prefill batch", {"kind": "prefill", "gen_throughput": None})
+    dog.saw("idle", read(DECODING.replace("1283.38", "0.00")))
+    dog.saw("prefill", read("[2026-12-02 10:00:00] Prefill batch, #new-seq: 1, #new-token: 5, #cached-token: 0, "
+                            "full token usage: 0.01, #running-req: 0, #queue-req: 0"))
     assert dog.last_progress == 0.0
-    dog.saw_line("Decode batch ...", DECODE)
+    dog.saw("decoding", read(DECODING))
     assert dog.last_progress > 0.0
 
 
-def test_the_first_out_of_memory_line_is_logged_once(tmp_path):
-    dog = Watchdog(tmp_path, 2, stall_seconds=60)
-    dog.saw_line("an ordinary line", None)
-    assert not attempts_path(tmp_path).exists()
-    dog.saw_line("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n", None)
-    dog.saw_line("CUDA out of memory again", None)
-    (event,) = events(tmp_path)
-    assert (event["attempt"], event["event"]) == (2, "out_of_memory")
-    assert event["detail"] == "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"
+def test_the_first_out_of_memory_line_is_reported_once():
+    reports = Reports()
+    dog = Watchdog(60, reports)
+    dog.saw("an ordinary line", read("an ordinary line"))
+    assert reports == []
+    oom = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n"
+    dog.saw(oom, read(oom))
+    dog.saw("CUDA out of memory again", read("torch.OutOfMemoryError: CUDA out of memory again"))
+    assert reports == [("out_of_memory", "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB")]
 
 
-def test_a_stall_kills_the_engine_and_is_logged(tmp_path):
-    killed = threading.Event()
-    dog = Watchdog(tmp_path, 1, stall_seconds=0.5)
+def test_a_stall_kills_the_engine_and_is_reported():
+    killed, reports = threading.Event(), Reports()
+    dog = Watchdog(0.5, reports)
     dog.start(killed.set)
     try:
         assert killed.wait(5.0), "the watchdog never killed a stalled engine"
     finally:
         dog.close()
-    (event,) = events(tmp_path)
-    assert event["event"] == "stalled" and event["detail"].startswith("no progress for ")
+    (event, detail), = reports
+    assert event == "stalled" and detail.startswith("no progress for ")
 
 
-def test_progress_keeps_the_engine_alive(tmp_path):
-    killed = threading.Event()
-    dog = Watchdog(tmp_path, 1, stall_seconds=1.5)
+def test_progress_keeps_the_engine_alive():
+    killed, reports = threading.Event(), Reports()
+    dog = Watchdog(1.5, reports)
     dog.start(killed.set)
     try:
         for _ in range(12):  # 3 s of progress every 0.25 s: twice the stall limit
-            dog.saw_line("Decode batch", DECODE)
+            dog.saw("Decode batch", read(DECODING))
             time.sleep(0.25)
         assert not killed.is_set()
     finally:
         dog.close()
-    assert not attempts_path(tmp_path).exists()
+    assert reports == []
 
 
 def test_the_tap_sees_every_line_written_to_fd_2():

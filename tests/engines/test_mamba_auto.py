@@ -70,7 +70,8 @@ def test_auto_is_resolved_logged_and_recorded_for_single_turn_work(generate_auto
     assert engine["server_args"]["disable_radix_cache"] is True and "mamba_radix_cache_strategy" not in \
         engine["server_args"]
     assert re.search(r"mamba_strategy auto: no_radix, as independent single-turn prompts", log)
-    assert engine["running_cap_auto"] == {"max_running_requests": None, "why": "the cap is set (4): kept", "sizes": {}}
+    assert engine["running_cap_auto"] == {"max_running_requests": None, "why": "the cap is set (4): kept", "sizes": {},
+                                          "max_mamba_cache_size": None}
     assert engine["server_args"]["max_running_requests"] == 4
 
 

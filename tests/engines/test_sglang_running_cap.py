@@ -70,11 +70,27 @@ def test_tensor_parallel_ranks_split_the_weights_and_add_their_memory():
 @pytest.mark.parametrize("settings, why", [
     ({"max_running_requests": 256}, "the cap is set (256): kept"),
     ({"args": {"max_mamba_cache_size": 600}}, "engine.args size the pools or the cap (max_mamba_cache_size): kept"),
-    ({"mamba_strategy": "no_buffer"}, "no_buffer keeps the prefix cache"),
 ])
-def test_a_users_cap_or_a_prefix_cache_is_left_alone(settings, why):
+def test_a_users_cap_is_left_alone(settings, why):
     choice = choose(engine(**{"mamba_strategy": "no_radix", **settings}), NH8B, SEED_LIKE, H200_MIB)
     assert choice.max_running_requests is None and choice.why.startswith(why) and choice.sizes == {}
+
+
+def test_under_a_prefix_cache_the_cap_counts_each_requests_state_slots_and_sizes_the_state_pool():
+    # The H200 each_turn run under SGLang's own split: 182 running (546 slots / 3) at KV usage 0.03.
+    conversations = [{"prompt_ids": [7] * 300, "max_new_tokens": 64, "turns": ["a", "b", "c", "d"], "turn": 1}] * 4
+    choice = choose(engine(mamba_strategy="no_buffer"), NH8B, conversations, H200_MIB)
+    sizes = choice.sizes
+    assert (sizes["state_slots_per_request"], sizes["tokens_per_request"]) == (3, 4 * 364)  # the last turn's KV
+    per_request = 3 * sizes["state_mib_per_request"] + sizes["tokens_per_request"] * sizes["kv_kib_per_token"] / 1024
+    pools = sizes["pools_gib"] * 1024
+    assert choice.max_running_requests == sizes["fits"] == int((pools - sizes["state_mib_per_request"]) // per_request)
+    assert choice.max_running_requests > 182 * 1.8  # SGLang's own split held 182
+    assert choice.max_mamba_cache_size == 3 * choice.max_running_requests
+    assert "hold 356 requests of 3 x 97.41 MiB state" in choice.why
+    resumed = [{**conversations[0], "turn": 3}]  # two turns left: its KV peaks lower
+    assert choose(engine(mamba_strategy="no_buffer"), NH8B, resumed, H200_MIB).sizes["tokens_per_request"] == 2 * 364
+    assert choose(engine(mamba_strategy="no_radix"), NH8B, SEED_LIKE, H200_MIB).max_mamba_cache_size is None
 
 
 def test_without_gpu_memory_a_hybrid_pattern_or_requests_sglang_sizes_it():

@@ -97,7 +97,9 @@ class SGLangEngine:
                  self.cap_auto.why)
         if self.cap_auto.max_running_requests is None:
             return engine
-        return dataclasses.replace(engine, max_running_requests=self.cap_auto.max_running_requests)
+        chosen = self.cap_auto
+        pool = {"max_mamba_cache_size": chosen.max_mamba_cache_size} if chosen.max_mamba_cache_size else {}
+        return dataclasses.replace(engine, max_running_requests=chosen.max_running_requests, args={**engine.args, **pool})
 
     def _limit_prefill(self, engine: EngineConfig, model_path: Path) -> EngineConfig:
         """Under a prefix cache, at most as many admissions per prefill batch as their state copies fit beside the

@@ -1,4 +1,4 @@
-"""The running cap `mamba_strategy: auto` gives SGLang when it picks `no_radix` and the user set none.
+"""The running cap `mamba_strategy: auto` gives SGLang when the user set none, and the state pool it sizes for it.
 
 Left to itself with the prefix cache off, SGLang gives the Mamba state pool mamba_full_memory_ratio / (1 + ratio)
 (47% at its 0.9) of the memory left after the weights, and the KV cache the rest; every running request holds one
@@ -20,6 +20,13 @@ reach the KV cache is not what runs short (no retractions), and the state pool i
 tests/data/sglang-logs the memory estimated for the pools is within 1% of what SGLang allocated, on the low side.
 What SGLang did allocate is in the same done record (`startup`), beside this choice.
 
+With the prefix cache on (`auto` picks it for `each_turn` conversations), each running request holds
+SLOTS_PER_REQUEST state slots (3 for no_buffer) and SGLang's own split caps the run the same way: on the H200, 182
+running at KV usage 0.03 on a 1,000-conversation each_turn run. There the same balance is struck with
+slots x state per request, and SGLang is given the state pool that holds them (`max_mamba_cache_size` = cap x
+slots) with the cap, so the KV cache gets the rest. A conversation's KV is sized at its peak, its last turn:
+turns x (first prompt + max_new_tokens); the prefixes the cache keeps beyond the running requests are evictable.
+
 With the prefix cache on, the pools are SGLang's to size, but one transient is not: every request admitted on a
 cached prefix gets its mamba state copied (copy-on-write), and since sglang PR #24954 all of a prefill batch's
 copies are made at once, in a temporary outside the static pools. On the H200 a batch of ~145 such admissions (a
@@ -32,7 +39,7 @@ from dataclasses import asdict, dataclass, field
 
 from shardgen.config_sections import EngineConfig
 from shardgen.engines.model_shape import DTYPE_BYTES, ModelShape
-from shardgen.engines.sglang_args import run_settings
+from shardgen.engines.sglang_args import SLOTS_PER_REQUEST, run_settings
 from shardgen.engines.sglang_settings import mamba_strategy
 
 GIB, MIB = 1 << 30, 1 << 20
@@ -57,9 +64,16 @@ class CapChoice:
     max_running_requests: int | None
     why: str
     sizes: dict = field(default_factory=dict)
+    max_mamba_cache_size: int | None = None  # under a prefix cache: the state pool that holds the cap's slots
 
     def as_dict(self) -> dict:
         return asdict(self)
+
+
+def _peak_tokens(request: dict) -> int:
+    """The most KV one request (a conversation regenerated each_turn: its last turn) holds."""
+    turns = max(1, len(request.get("turns") or ()) - request.get("turn", 1) + 1)
+    return turns * (len(request["prompt_ids"]) + request["max_new_tokens"])
 
 
 def choose(engine: EngineConfig, model_config: dict, work: Sequence[dict], gpu_mib: float | None) -> CapChoice:
@@ -69,10 +83,6 @@ def choose(engine: EngineConfig, model_config: dict, work: Sequence[dict], gpu_m
         return CapChoice(None, f"the cap is set ({engine.max_running_requests}): kept")
     if sized_by_user := [k for k in USER_SIZING_ARGS if k in engine.args]:
         return CapChoice(None, f"engine.args size the pools or the cap ({', '.join(sized_by_user)}): kept")
-    if mamba_strategy(engine) != "no_radix":
-        return CapChoice(None, f"{mamba_strategy(engine)} keeps the prefix cache: SGLang sizes its state pool by "
-                         "mamba_full_memory_ratio, not by the cap, and the KV cache past the running requests holds "
-                         "the prefixes it reuses")
     shape = ModelShape(model_config)
     if not shape.is_hybrid:
         return CapChoice(None, "not a Nemotron-H hybrid config (no M in hybrid_override_pattern): no state pool to "
@@ -85,11 +95,14 @@ def choose(engine: EngineConfig, model_config: dict, work: Sequence[dict], gpu_m
     state = shape.state_bytes_per_request(DTYPE_BYTES[dtypes["ssm_state"]])
     kv_per_token = shape.kv_bytes_per_token(DTYPE_BYTES[dtypes["kv"]])
     weights = shape.resident_weights() * DTYPE_BYTES[dtypes["weights"]]
-    tokens = sum(len(r["prompt_ids"]) + r["max_new_tokens"] for r in work) / len(work)
+    strategy = mamba_strategy(engine)
+    slots = SLOTS_PER_REQUEST[strategy]
+    tokens = sum(map(_peak_tokens, work)) / len(work)
     fraction, tp = engine.memory_share, engine.tp_size
     rest = tp * (gpu_mib * MIB * fraction - START_OVERHEAD) - weights
-    fits = int((rest - state) // (state + tokens * kv_per_token))
+    fits = int((rest - state) // (slots * state + tokens * kv_per_token))
     sizes = {"gpu_mib": gpu_mib, "mem_fraction_static": fraction, "tp_size": tp, "dtypes": dtypes,
+             "strategy": strategy, "state_slots_per_request": slots,
              "weights_gib": round(weights / GIB, 2), "pools_gib": round(rest / GIB, 2),
              "state_mib_per_request": round(state / MIB, 2), "kv_kib_per_token": round(kv_per_token / 1024, 2),
              "tokens_per_request": round(tokens), "fits": fits}
@@ -97,10 +110,12 @@ def choose(engine: EngineConfig, model_config: dict, work: Sequence[dict], gpu_m
         return CapChoice(None, f"no request fits: {sizes['pools_gib']} GiB for the pools against "
                          f"{sizes['weights_gib']} GiB of weights; SGLang sizes it", sizes)
     cap = min(fits, CAP_LIMIT)
+    held = f"{slots} x " if slots > 1 else ""
     return CapChoice(cap, f"{sizes['pools_gib']} GiB for the pools hold {fits} requests of "
-                     f"{sizes['state_mib_per_request']} MiB state and {sizes['tokens_per_request']} tokens of KV "
+                     f"{held}{sizes['state_mib_per_request']} MiB state and {sizes['tokens_per_request']} tokens of KV "
                      f"({sizes['kv_kib_per_token']} KiB each)" + (f", capped at {CAP_LIMIT}, the most measured"
-                                                                  if fits > CAP_LIMIT else ""), sizes)
+                                                                  if fits > CAP_LIMIT else ""), sizes,
+                     cap * slots if slots > 1 else None)
 
 
 @dataclass(frozen=True)
