@@ -5,12 +5,11 @@ a changed prompt set, an unreadable part, and a damaged cache (ignored and rebui
 import os
 from datetime import datetime, timedelta, timezone
 
-import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from shardgen import db
-from shardgen.generate import checkpoint, progress, status_cache
+from shardgen.generate import checkpoint, checkpoint_cache, progress
 from shardgen.generate.checkpoint import PartWriter, quarantine
 from shardgen.layout import Layout, part_files, status_cache_path
 
@@ -59,9 +58,7 @@ def direct(layout):
 
 
 def cached(layout):
-    con = duckdb.connect()
-    unreadable, _ = status_cache.load_parts(con, layout)
-    checkpoint.define_status_views(con, progress._split_prompts(layout))
+    con, unreadable, _ = checkpoint.open_light(layout, progress._split_prompts(layout))
     return _answer(con, unreadable)
 
 
@@ -140,7 +137,7 @@ def test_a_damaged_cache_is_ignored_and_rebuilt(tmp_path):
     cache0.write_bytes(cache0.read_bytes()[:200])  # cut short
     pq.write_table(pa.table({"x": [1]}), cache1)  # another file in its place
     assert cached(layout) == expected
-    assert pq.read_schema(cache0).metadata[status_cache.VERSION_KEY.encode()] == status_cache.VERSION.encode()
+    assert pq.read_schema(cache0).metadata[checkpoint_cache.VERSION_KEY.encode()] == checkpoint_cache.VERSION.encode()
     assert cached(layout) == expected
 
 
@@ -186,7 +183,7 @@ def test_a_cache_that_cannot_be_written_still_answers(tmp_path, monkeypatch):
     def full_disk(path):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(status_cache, "committed", full_disk)
+    monkeypatch.setattr(checkpoint_cache, "committed", full_disk)
     assert cached(layout) == direct(layout)
     assert not status_cache_path(layout.shard_dir(0)).exists()
 
