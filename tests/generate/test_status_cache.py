@@ -2,14 +2,16 @@
 read from the parts themselves after new commits, a quarantined or removed part, a part replaced under the same name,
 a changed prompt set, an unreadable part, and a damaged cache (ignored and rebuilt, never an error)."""
 
+import glob
 import os
 from datetime import datetime, timedelta, timezone
 
+import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from shardgen import db
-from shardgen.generate import checkpoint, checkpoint_cache, progress
+from shardgen.generate import checkpoint, checkpoint_cache, checkpoint_db, checkpoint_parts, progress
 from shardgen.generate.checkpoint import PartWriter, quarantine
 from shardgen.layout import Layout, part_files, status_cache_path
 
@@ -52,8 +54,15 @@ def _answer(con, unreadable):
 
 
 def direct(layout):
-    """What status read before the cache: every part opened (checkpoint.open_parts)."""
-    con, unreadable = checkpoint.open_parts(layout, progress._split_prompts(layout), move_unreadable=False)
+    """What status would read without the cache: every readable part opened."""
+    files = sorted(glob.glob(layout.parts_glob))
+    unreadable = checkpoint_parts.unreadable(files)
+    con = duckdb.connect()
+    if readable := [f for f in files if f not in unreadable]:
+        con.execute(f"CREATE TABLE parts AS {checkpoint_db.parts_query(con, readable, checkpoint_db.LIGHT)}")
+    else:
+        db.create_empty(con, "parts", checkpoint_db.LIGHT)
+    checkpoint_db.define_prompt_set(con, progress._split_prompts(layout))
     return _answer(con, unreadable)
 
 

@@ -3,8 +3,8 @@ takes a shard's writer lock, writes its parts, builds and writes its done record
 failed.parquet and the quarantine of unreadable parts), reads its done file (`read_done`, the one reader) and
 removes it (reset). Every other module asks it, or the run-wide readers below: a gen_key may be committed in any
 shard's folder, so each asks every shard's parts, read into DuckDB one way (checkpoint_db.parts_query): full rows
-for merge, the report and user queries (`connect`), light columns for generate (`outcomes`, `committed_turns`) and
-for status (`open_light`, through the status cache). The modules under it, imported by nothing else:
+for generate (`outcomes`, `committed_turns`), merge, the report and user queries (`connect`), light columns for
+status (`open_light`, through the status cache). The modules under it, imported by nothing else:
 checkpoint_parts (part row, part writer, parts index, quarantine), checkpoint_db (DuckDB and the winners queries),
 checkpoint_cache (status's cache of the light columns)."""
 
@@ -21,16 +21,14 @@ from shardgen import ShardgenError
 from shardgen.atomic import write_text
 from shardgen.generate.attempts import read_attempts
 from shardgen.generate.checkpoint_cache import open_light, stamp
-from shardgen.generate.checkpoint_db import (LIGHT_COLUMNS, Outcomes, committed_turns, connect, define_parts,
-                                             open_parts, outcomes, shard_figures)
+from shardgen.generate.checkpoint_db import Outcomes, committed_turns, connect, define_parts, outcomes, shard_figures
 from shardgen.generate.checkpoint_parts import PartWriter, part_row, quarantine, read_index
 from shardgen.layout import Layout, part_files
 from shardgen.locks import flock_with_pid, holder
 
 # What other modules ask of every shard's parts (the run-wide readers) and how a folder of parts is written.
-__all__ = ["LIGHT_COLUMNS", "Outcomes", "PartWriter", "ShardBusy", "ShardCheckpoint", "committed_turns", "connect",
-           "define_parts", "open_light", "open_parts", "outcomes", "part_files", "part_row", "quarantine",
-           "read_done", "stamp"]
+__all__ = ["Outcomes", "PartWriter", "ShardBusy", "ShardCheckpoint", "committed_turns", "connect", "define_parts",
+           "open_light", "outcomes", "part_files", "part_row", "quarantine", "read_done", "stamp"]
 
 
 class ShardBusy(ShardgenError, RuntimeError):

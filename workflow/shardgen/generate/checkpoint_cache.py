@@ -129,7 +129,7 @@ def _load_folder(con: duckdb.DuckDBPyConnection, folder: Path, paths: dict[str, 
 
 def open_light(layout: Layout, prompts: str) -> tuple[duckdb.DuckDBPyConnection, dict[str, str], dict[str, float]]:
     """(connection, unreadable parts, each part's st_mtime by path as globbed): `parts` holds every committed part's
-    light columns, as checkpoint_db.open_parts reads them, with the prompt set `prompts` (SQL) and the winners
+    light columns (checkpoint_db.parts_query), with the prompt set `prompts` (SQL) and the winners
     script over them. Unreadable parts are left where they are (status only reads) and named."""
     con = duckdb.connect()
     db.create_empty(con, "parts", LIGHT)

@@ -1,6 +1,6 @@
 """The checkpoint's parts in DuckDB (generate/checkpoint.py is its owner; nothing else imports this module).
-`parts_query` is the one way parts are read into DuckDB: every part's full rows (merge, the report, user queries,
-tune) or its light columns (generate's outcomes and resume points, status through checkpoint_cache.py), each row
+`parts_query` is the one way parts are read into DuckDB: every part's full rows (generate's outcomes and resume
+points, merge, the report, user queries, tune) or its light columns (status, through checkpoint_cache.py), each row
 with its file's path and row number. "Finished" and the winner rule are defined once, in
 workflow/sql/internal/winners.sql (is_generated, is_ended, final_rows, winners); everything here asks those
 queries, never a copy of its own."""
@@ -36,16 +36,13 @@ def parts_query(con: duckdb.DuckDBPyConnection, sources: list[str], schema: pa.S
     return f"SELECT {columns} FROM {source}"
 
 
-def define_parts(con: duckdb.DuckDBPyConnection, sources: list[str], schema: pa.Schema = FULL, *,
-                 materialize: bool = False) -> None:
-    """`parts` in `con`: a view of the parts at `sources` (paths or globs), or, `materialize`d, a table read once
-    (status's queries scan the parts several times); with no part there, the contract's empty table."""
-    if not [path for source in sources for path in glob.glob(source)]:
-        db.create_empty(con, "parts", schema)
-    elif materialize:
-        con.execute(f"CREATE OR REPLACE TEMP TABLE parts AS {parts_query(con, sources, schema)}")
+def define_parts(con: duckdb.DuckDBPyConnection, sources: list[str]) -> None:
+    """`parts` in `con`: a view of the full rows of the parts at `sources` (paths or globs); with no part there, the
+    contract's empty table."""
+    if any(glob.glob(source) for source in sources):
+        con.execute(f"CREATE OR REPLACE VIEW parts AS {parts_query(con, sources)}")
     else:
-        con.execute(f"CREATE OR REPLACE VIEW parts AS {parts_query(con, sources, schema)}")
+        db.create_empty(con, "parts", FULL)
 
 
 def connect(layout: Layout, memory_limit: str | None = None) -> duckdb.DuckDBPyConnection:
@@ -63,33 +60,24 @@ def define_prompt_set(con: duckdb.DuckDBPyConnection, prompts: str) -> None:
     db.define_views(con, "winners")
 
 
-def _connect(layout: Layout, prompts: str | None, skip: set[str]) -> duckdb.DuckDBPyConnection:
-    if prompts is None:
-        con = connect(layout)
-        db.define_views(con, "winners")
-        return con
-    con = duckdb.connect()
-    define_parts(con, [f for f in sorted(glob.glob(layout.parts_glob)) if f not in skip], LIGHT, materialize=True)
-    define_prompt_set(con, prompts)
+def _with_winners(layout: Layout) -> duckdb.DuckDBPyConnection:
+    con = connect(layout)
+    db.define_views(con, "winners")
     return con
 
 
-def open_parts(layout: Layout, prompts: str | None = None, *,
-               move_unreadable: bool) -> tuple[duckdb.DuckDBPyConnection, dict[str, str]]:
-    """(connection with the winners script run, unreadable parts): over the whole results tree, or over the parts'
-    light columns against the prompt set `prompts` (SQL). generate moves unreadable parts to quarantine (their
-    rows are generated again); status, which only reads, leaves them and names them."""
+def open_parts(layout: Layout) -> duckdb.DuckDBPyConnection:
+    """The results tree with the winners script run, for generate: an unreadable part is moved to quarantine (its
+    rows are generated again). Status, which only reads, names unreadable parts instead (checkpoint_cache)."""
     try:
-        return _connect(layout, prompts, set()), {}
+        return _with_winners(layout)
     except duckdb.Error:
         bad = unreadable(sorted(glob.glob(layout.parts_glob)))
         if not bad:
             raise
-    if not move_unreadable:
-        return _connect(layout, prompts, set(bad)), bad
     for path, reason in bad.items():
         quarantine(Path(path), reason)
-    return _connect(layout, prompts, set()), bad
+    return _with_winners(layout)
 
 
 @dataclass
@@ -102,7 +90,7 @@ class Outcomes:
 
 def outcomes(layout: Layout) -> Outcomes:
     """Each committed gen_key's outcome, from every shard's parts (a damaged part is quarantined)."""
-    con, _ = open_parts(layout, move_unreadable=True)
+    con = open_parts(layout)
     found = Outcomes()
     for key, outcome, aborts in con.execute(db.prepared(con, "key_outcomes")).fetchall():
         if outcome == "generated":
@@ -119,7 +107,7 @@ def committed_turns(layout: Layout, conversation_ids: set[str]) -> dict[str, dic
     with `generated` (False: a recorded end), completion and output_ids: where each conversation resumes."""
     if not conversation_ids:
         return {}
-    con, _ = open_parts(layout, move_unreadable=True)
+    con = open_parts(layout)
     rows = db.query(con, "committed_turns", conversations=sorted(conversation_ids))
     return {row["gen_key"]: row for row in rows}
 
@@ -127,7 +115,7 @@ def committed_turns(layout: Layout, conversation_ids: set[str]) -> dict[str, dic
 def shard_figures(layout: Layout, shard: int) -> dict:
     """The done record's figures of a shard from every shard's parts (a damaged part is quarantined), with its
     failed prompts (and the engine's message) written to generate/shard-NNN/failed.parquet."""
-    con, _ = open_parts(layout, move_unreadable=True)
+    con = open_parts(layout)
     con.execute(f"CREATE VIEW shard_prompts AS SELECT * FROM read_parquet({db.quote(layout.split(shard))})")
     with committed(layout.shard_failed(shard)) as tmp:
         con.execute(f"COPY ({db.prepared(con, 'shard_failed')}) TO {db.quote(tmp)} (FORMAT parquet)")

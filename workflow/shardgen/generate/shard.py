@@ -59,7 +59,8 @@ def _follow(config: Config, encode):
     return follow
 
 
-def _run(config: Config, shard_checkpoint: checkpoint.ShardCheckpoint, todo: list[TurnRequest], gpu: str, model) -> dict:
+def _run(config: Config, shard_checkpoint: checkpoint.ShardCheckpoint, todo: list[TurnRequest], gpu: str,
+         model) -> dict:
     from shardgen.generate.driver import run_prompts, window
     from shardgen.engines.session import open_engine
 
