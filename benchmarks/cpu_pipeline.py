@@ -104,7 +104,7 @@ def bench_prompts(args, work: Path) -> Iterator[dict]:
 
 
 def bench_scale(args, work: Path, rows: int) -> dict:
-    from shardgen.generate.checkpoint import done_record
+    from shardgen.generate.checkpoint import ShardCheckpoint
     from shardgen.layout import Layout
 
     base = work / f"scale-{rows}"
@@ -126,9 +126,10 @@ def bench_scale(args, work: Path, rows: int) -> dict:
         "--failed", str(layout.failed)), base / "merge.log"))
     done = []
     for shard in range(args.shards):  # done files as generate writes them, without an engine
-        path = layout.done(shard)
-        path.write_text(json.dumps({**done_record(layout, shard), "engine": None, "gpu": "synthetic"}, default=str))
-        done.append(str(path))
+        shard_checkpoint = ShardCheckpoint(layout, shard)
+        with shard_checkpoint.lock():
+            shard_checkpoint.finish(None, "synthetic")
+        done.append(str(shard_checkpoint.done_path))
     stages.append(run("report", shardgen(
         config, "report", "--out", str(layout.report_dir), "--outputs", str(layout.dataset),
         str(layout.train), str(layout.failed), "--done", *done), base / "report.log"))

@@ -1,7 +1,7 @@
 """Time `shardgen status` on 8 shards x 1,000 parts committed by the real PartWriter (10 rows each), plus 1,000
 telemetry parts per shard (the newest one gives the live tokens/s). Goal: < 1 s. Each call is a fresh
 `shardgen --results DIR status` process, as a user runs it (imports included). The first (cold) call finds no
-status cache (generate/status_cache.py) and writes it; the --repeats calls after it (warm) read it: cold_s is the
+status cache (generate/checkpoint_cache.py) and writes it; the --repeats calls after it (warm) read it: cold_s is the
 first, median_s/min_s/max_s the warm ones.
 
     python benchmarks/status.py [--shards 8] [--parts 1000] [--rows 10]

@@ -6,6 +6,7 @@ import logging
 import pytest
 
 from shardgen import db
+from shardgen.generate import checkpoint
 from shardgen.generate.shard import generate_shard
 from shardgen.layout import Layout
 from shardgen.prompts.split import split
@@ -65,7 +66,7 @@ def test_a_larger_context_continues_conversations_it_ended(cut, caplog):
     assert generated == [1, 2, 3, 4]  # turns 1 and 2 kept, 3 and 4 generated now
     turn3 = next(r for r in rows if r["turn"] == 3 and r["finish_reason"] != "context_exhausted")
     assert turn3["gen_key"] == ended["gen_key"]  # the same turn: its history is the committed turns'
-    con = db.connect(layout)
+    con = checkpoint.connect(layout)
     db.define_views(con, "winners")
     assert con.execute("SELECT end_reason, generated_turns FROM outcomes").fetchall() == [("complete", 4)]
     (row,) = status(layout)

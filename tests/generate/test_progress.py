@@ -164,6 +164,6 @@ def test_status_and_the_report_count_stale_rows_alike(make_config, write_jsonl, 
     assert sorted(r["finish_reason"] == "abort" for r in old) == [False] * 7 + [True]
     layout = _restage_keeping_done_files(_config(make_config, write_jsonl, temperature=0.1))
     run = eta.annotate(layout, status(layout))
-    con = db.connect(layout)
+    con = checkpoint.connect(layout)
     db.define_views(con, "winners")
     assert run["stale_rows"] == con.sql("SELECT count(*) FROM stale_rows").fetchall()[0][0] == 7

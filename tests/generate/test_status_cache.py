@@ -2,6 +2,7 @@
 read from the parts themselves after new commits, a quarantined or removed part, a part replaced under the same name,
 a changed prompt set, an unreadable part, and a damaged cache (ignored and rebuilt, never an error)."""
 
+import glob
 import os
 from datetime import datetime, timedelta, timezone
 
@@ -10,7 +11,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from shardgen import db
-from shardgen.generate import checkpoint, progress, status_cache
+from shardgen.generate import checkpoint, checkpoint_cache, checkpoint_db, checkpoint_parts, progress
 from shardgen.generate.checkpoint import PartWriter, quarantine
 from shardgen.layout import Layout, part_files, status_cache_path
 
@@ -53,15 +54,20 @@ def _answer(con, unreadable):
 
 
 def direct(layout):
-    """What status read before the cache: every part opened (checkpoint.open_parts)."""
-    con, unreadable = checkpoint.open_parts(layout, progress._split_prompts(layout), move_unreadable=False)
+    """What status would read without the cache: every readable part opened."""
+    files = sorted(glob.glob(layout.parts_glob))
+    unreadable = checkpoint_parts.unreadable(files)
+    con = duckdb.connect()
+    if readable := [f for f in files if f not in unreadable]:
+        con.execute(f"CREATE TABLE parts AS {checkpoint_db.parts_query(con, readable, checkpoint_db.LIGHT)}")
+    else:
+        db.create_empty(con, "parts", checkpoint_db.LIGHT)
+    checkpoint_db.define_prompt_set(con, progress._split_prompts(layout))
     return _answer(con, unreadable)
 
 
 def cached(layout):
-    con = duckdb.connect()
-    unreadable, _ = status_cache.load_parts(con, layout)
-    checkpoint.define_status_views(con, progress._split_prompts(layout))
+    con, unreadable, _ = checkpoint.open_light(layout, progress._split_prompts(layout))
     return _answer(con, unreadable)
 
 
@@ -140,7 +146,7 @@ def test_a_damaged_cache_is_ignored_and_rebuilt(tmp_path):
     cache0.write_bytes(cache0.read_bytes()[:200])  # cut short
     pq.write_table(pa.table({"x": [1]}), cache1)  # another file in its place
     assert cached(layout) == expected
-    assert pq.read_schema(cache0).metadata[status_cache.VERSION_KEY.encode()] == status_cache.VERSION.encode()
+    assert pq.read_schema(cache0).metadata[checkpoint_cache.VERSION_KEY.encode()] == checkpoint_cache.VERSION.encode()
     assert cached(layout) == expected
 
 
@@ -186,7 +192,7 @@ def test_a_cache_that_cannot_be_written_still_answers(tmp_path, monkeypatch):
     def full_disk(path):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(status_cache, "committed", full_disk)
+    monkeypatch.setattr(checkpoint_cache, "committed", full_disk)
     assert cached(layout) == direct(layout)
     assert not status_cache_path(layout.shard_dir(0)).exists()
 

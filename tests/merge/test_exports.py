@@ -10,7 +10,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from shardgen import db, tables
+from shardgen import tables
+from shardgen.generate import checkpoint
 from shardgen.merge.exports import EXPORTS, write_exports
 from shardgen.layout import Layout
 
@@ -29,7 +30,7 @@ def export_rows(root, rows) -> Layout:
     schema = pa.schema(list(tables.DATASET) + [pa.field(n, t) for n, t in TURN_COLUMNS])
     layout.dataset.parent.mkdir(parents=True)
     pq.write_table(pa.Table.from_pylist(rows[::-1], schema=schema), layout.dataset)  # turns out of order on disk
-    write_exports(db.connect(layout), layout)
+    write_exports(checkpoint.connect(layout), layout)
     assert all(layout.export(name).is_file() for name in EXPORTS)
     return layout
 

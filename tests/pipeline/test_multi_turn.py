@@ -107,8 +107,9 @@ def test_each_turn_regenerates_on_its_own_answers_and_accounts_every_turn(multi)
     ended = [r for r in parts if r["finish_reason"] == "context_exhausted"]
     assert len(ended) == 1 and ended[0]["turn"] == 3 and "context_length 2048" in ended[0]["error"]
     from shardgen import db
+    from shardgen.generate import checkpoint
 
-    con = db.connect(layout)
+    con = checkpoint.connect(layout)
     db.define_views(con, "winners", "accounting")
     (acc,) = db.query(con, "accounting")
     assert (acc["read"], acc["accepted"], acc["rejected"], acc["duplicates"]) == (5, 4, 1, 0)

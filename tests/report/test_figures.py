@@ -4,13 +4,14 @@ legends off the bars."""
 import duckdb
 
 from shardgen import db
+from shardgen.generate import checkpoint
 
 from shardgen.report import figures
 from shardgen.layout import Layout
 
 
 def empty_connection(tmp_path):
-    return db.connect(Layout(tmp_path / "results"))
+    return checkpoint.connect(Layout(tmp_path / "results"))
 
 
 def test_throughput_buckets_fit_the_run_and_the_headline_is_drawn(tmp_path):

@@ -4,6 +4,7 @@ results folder."""
 import pytest
 
 from shardgen import db
+from shardgen.generate import checkpoint
 from shardgen.cli import main
 from shardgen.merge.dataset import merge
 
@@ -39,7 +40,7 @@ def test_every_user_query_runs_on_the_results(results, name, capsys):
 
 
 def test_tokens_shares_add_up_per_source(results):
-    con = db.connect(results)
+    con = checkpoint.connect(results)
     db.define_views(con, "winners")
     rows = db.query(con, "tokens")
     assert {r["source"] for r in rows} == {"a", "b"}

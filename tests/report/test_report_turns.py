@@ -6,6 +6,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from shardgen import db, tables
+from shardgen.generate import checkpoint
 
 from shardgen.report import figures
 from shardgen.layout import Layout
@@ -24,7 +25,7 @@ def con(tmp_path_factory, demo_model):
     layout.dataset.parent.mkdir(parents=True)
     schema = pa.schema(list(tables.DATASET) + [pa.field(n, t) for n, t in TURN_COLUMNS])
     pq.write_table(pa.Table.from_pylist(rows, schema=schema), layout.dataset)
-    return db.connect(layout), rows
+    return checkpoint.connect(layout), rows
 
 
 def test_tokens_by_turn_adds_up_per_turn_index(con):

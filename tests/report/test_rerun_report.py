@@ -13,7 +13,8 @@ from shardgen import db, tables
 from shardgen.generate.checkpoint import PartWriter
 from shardgen.layout import Layout
 from shardgen.report.figures import bucket_seconds
-from shardgen.report.summary import _connect, summary, tail_note
+from shardgen.generate import checkpoint
+from shardgen.report.summary import summary, tail_note
 
 DAY0 = datetime(2026, 12, 1, tzinfo=timezone.utc)
 TOKENS, SPAN_S = 100, 100  # per row; each attempt's span of its rows
@@ -45,7 +46,7 @@ def rerun(tmp_path):
         dataset += made
     layout.dataset.parent.mkdir(parents=True)
     pq.write_table(pa.Table.from_pylist(dataset, schema=tables.DATASET), layout.dataset)
-    return _connect(layout)
+    return checkpoint.connect(layout)
 
 
 def test_headline_figure_table_and_tail_use_the_dataset_rows_on_one_clock(rerun):

@@ -1,7 +1,8 @@
 """The README's identities between summary.json's totals hold on a multi-turn run, where a conversation (counted
 in `generated`) gives one dataset row per generated turn."""
 
-from shardgen.report.summary import _connect, summary
+from shardgen.generate import checkpoint
+from shardgen.report.summary import summary
 from shardgen import db
 
 from helpers import run_merge, stage
@@ -13,7 +14,7 @@ def test_dataset_rows_are_the_generated_turns_not_the_generated_conversations(ma
     path = write_jsonl("c.jsonl", conversations + [{"conversations": [{"from": "human", "value": "Only one?"}]}])
     layout = stage(make_config([{"name": "c", "path": path, "format": "sharegpt", "multi_turn": "each_turn"}]), 1)
     run_merge(layout)
-    con = _connect(layout)
+    con = checkpoint.connect(layout)
     record = summary(con)
     generated_turns = sum(r["generated_turns"] for r in db.query(con, "accounting"))
     assert (record["generated"], record["dataset_rows"], generated_turns) == (4, 7, 7)

@@ -4,6 +4,7 @@ prerequisites by hand."""
 import duckdb
 
 from shardgen import db
+from shardgen.generate import checkpoint
 from shardgen.layout import Layout
 
 
@@ -22,7 +23,7 @@ def test_every_declared_requirement_is_a_query_and_none_is_circular():
 
 
 def test_a_query_defines_what_it_requires_on_an_empty_run(tmp_path):
-    con = db.connect(Layout(tmp_path / "results"))
+    con = checkpoint.connect(Layout(tmp_path / "results"))
     assert db.requires("throughput") == ["per_shard"] and db.requires("per_shard") == ["winners"]
     assert db.query(con, "throughput")  # per_shard, and winners under it, defined on the way
     names = {r[0] for r in con.execute("SELECT view_name FROM duckdb_views() UNION ALL "

@@ -122,7 +122,9 @@ def cmd_query(args):
     if db.is_internal(args.name):
         raise ShardgenError(f"{args.name!r} is one of the workflow steps' own queries (it needs their parameters), not "
                             f"a user query; `shardgen query --list` shows those")
-    print(_table(db.query(db.connect(Layout(results)), args.name)))
+    from shardgen.generate import checkpoint
+
+    print(_table(db.query(checkpoint.connect(Layout(results)), args.name)))
 
 
 def cmd_diagnose(args):

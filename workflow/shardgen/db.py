@@ -21,26 +21,22 @@ def quote(path) -> str:
     return "'" + str(path).replace("'", "''") + "'"
 
 
-def parquet_view(con, name: str, path_or_glob: str, schema: pa.Schema, **options) -> None:
+def parquet_view(con, name: str, path_or_glob: str, schema: pa.Schema) -> None:
     """The files as one view of the contract's columns: read by column name (union_by_name), so a file written
-    before a column was added reads it as null, and a column no file has yet is null too."""
+    before a column was added reads it as null, and a column no file has yet is null too. (Parts are the
+    checkpoint's: generate/checkpoint.py reads them.)"""
     if glob.glob(path_or_glob):
-        opts = "".join(f", {k}={v}" for k, v in options.items())
-        source = f"read_parquet({quote(path_or_glob)}, union_by_name=true{opts})"
+        source = f"read_parquet({quote(path_or_glob)}, union_by_name=true)"
         have = {row[0] for row in con.execute(f"DESCRIBE SELECT * FROM {source}").fetchall()}
         added = "".join(f', CAST(NULL AS {duckdb_type(f.type)}) AS "{f.name}"' for f in schema if f.name not in have)
         con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT *{added} FROM {source}")
     else:  # an empty table of the contract's schema, so queries still run before anything exists
-        empty = schema.empty_table()
-        if options.get("filename"):
-            empty = empty.append_column("filename", pa.array([], pa.string()))
-        if options.get("file_row_number"):
-            empty = empty.append_column("file_row_number", pa.array([], pa.int64()))
-        con.register(f"_{name}_empty", empty)
+        con.register(f"_{name}_empty", schema.empty_table())
         con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM _{name}_empty")
 
 
 def connect(layout: Layout, memory_limit: str | None = None) -> duckdb.DuckDBPyConnection:
+    """Every table of the results tree but the parts, which the checkpoint owns: checkpoint.connect adds them."""
     con = duckdb.connect()
     con.execute("SET preserve_insertion_order = false")  # lets large COPYs stream
     if memory_limit:
@@ -50,7 +46,6 @@ def connect(layout: Layout, memory_limit: str | None = None) -> duckdb.DuckDBPyC
     for name, schema in (("prompts", tables.PROMPTS), ("rejected", tables.REJECTED),
                          ("duplicates", tables.DUPLICATES), ("sources", tables.SOURCES)):
         parquet_view(con, name, str(layout.prompt_table(name)), schema)
-    parquet_view(con, "parts", layout.parts_glob, tables.PART, filename="true", file_row_number="true")
     parquet_view(con, "dataset", layout.dataset_glob, tables.DATASET)
     turns_view(con)
     _telemetry_view(con, layout)

@@ -59,7 +59,7 @@ def parts_index_path(folder: Path) -> Path:
 
 def status_cache_path(folder: Path) -> Path:
     """The light columns of a shard folder's committed parts as `shardgen status` read them last
-    (generate/status_cache.py): a cache only, rebuilt from the parts whenever it is missing, damaged or out of date.
+    (generate/checkpoint_cache.py): a cache only, rebuilt from the parts whenever it is missing, damaged or out of date.
     Under results/.shardgen, not in the shard folder: the shard folder is the generate rule's input, and a write
     there would make Snakemake rerun the shard."""
     folder = Path(folder)

@@ -1,16 +1,13 @@
-"""Each shard's progress against the current prompt set, as `shardgen status` and its ETA read it: through the
-checkpoint's connection and the winners script (checkpoint.open_parts), over the split files' conversations; rows
-made for other prompts are stale and counted apart."""
+"""Each shard's progress against the current prompt set, as `shardgen status` and its ETA read it: the parts' light
+columns and the winners script as the checkpoint gives them (checkpoint.open_light), over the split files'
+conversations; rows made for other prompts are stale and counted apart."""
 
-import glob
 import os
 from dataclasses import dataclass, field
 
-import duckdb
-
 from shardgen import db
-from shardgen.generate import checkpoint, status_cache
-from shardgen.layout import Layout, part_files, parts_index_path
+from shardgen.generate import checkpoint
+from shardgen.layout import Layout
 
 
 @dataclass(frozen=True)
@@ -61,16 +58,14 @@ class RunProgress:
 
 def _snapshot(layout: Layout) -> tuple:
     """What run_progress() reads, by name, size and modification time: equal snapshots give equal progress."""
-    paths = [*glob.glob(layout.parts_glob), *map(str, layout.split_dir.glob("shard-*.parquet")),
-             *glob.glob(str(parts_index_path(layout.shard_dir("*"))))]
-    stats = []
-    for path in sorted(paths):
+    splits = []
+    for path in sorted(layout.split_dir.glob("shard-*.parquet")):
         try:
             st = os.stat(path)
-        except FileNotFoundError:  # moved away meanwhile (quarantine, reset): the next snapshot differs anyway
+        except FileNotFoundError:  # moved away meanwhile: the next snapshot differs anyway
             continue
-        stats.append((path, st.st_size, st.st_mtime_ns))
-    return tuple(stats)
+        splits.append((str(path), st.st_size, st.st_mtime_ns))
+    return checkpoint.stamp(layout), tuple(splits)
 
 
 _last_progress: list = [None, None]  # (layout and snapshot, progress): `status` then its ETA read the parts once
@@ -90,28 +85,26 @@ def _read_progress(layout: Layout) -> RunProgress:
     if not shards:
         return RunProgress(shards, 0)
     # committed parts never change: their light columns come from each folder's status cache, plus the parts new since
-    con = duckdb.connect()
-    unreadable, mtimes = status_cache.load_parts(con, layout)
-    checkpoint.define_status_views(con, _split_prompts(layout))
+    con, unreadable, mtimes = checkpoint.open_light(layout, _split_prompts(layout))
     for row in db.query(con, "shard_progress"):
         for key in ("missing", "committed", "conversations", "turns", "max_turn", "output_tokens", "budget_spent"):
             setattr(shards[row["shard"]], key, int(row[key]))
     parts = {row["filename"]: row for row in db.query(con, "part_progress")}
     for shard, state in shards.items():
-        folder = layout.shard_dir(shard)
-        index = checkpoint.read_index(folder)
+        shard_checkpoint = checkpoint.ShardCheckpoint(layout, shard)
+        index = shard_checkpoint.index()
         names = set()
-        for path in part_files(folder):
+        for path in shard_checkpoint.parts():
             names.add(path.name)
             row = parts.get(str(path))
             if row is None:
                 if str(path) in unreadable:
                     state.lost.append(f"{path.name} unreadable")
                 continue
-            at = mtimes[str(path)] if str(path) in mtimes else path.stat().st_mtime  # stat'ed once, by load_parts
+            at = mtimes[str(path)] if str(path) in mtimes else path.stat().st_mtime  # stat'ed once, by open_light
             state.commits.append(Commit(row["attempt"], at, row["rows"], int(row["output_tokens"])))
             state.stale_rows += row["stale_rows"]
         state.lost += [f"{name} missing ({entry['rows']} rows)" for name, entry in index.items()
-                       if name not in names and not (folder / name).exists()]
+                       if name not in names and not (shard_checkpoint.folder / name).exists()]
         state.commits.sort(key=lambda c: c.at)
     return RunProgress(shards, sum(int(row["stale_rows"]) for row in parts.values()))

@@ -16,7 +16,8 @@ def retry_failed(config: Config, shards: list[int] | None = None, limit: int | N
     layout = Layout(config.results)
     retried = {}
     for shard in shards or layout.split_shards():
-        if checkpoint.recorded_failures(layout, shard) == 0:
+        done = checkpoint.ShardCheckpoint(layout, shard).done()
+        if done is not None and done["failed"] == 0:
             continue
         record = generate_shard(config, shard, layout.done(shard), retry_limit=limit)
         retried[shard] = {"generated": record["generated"], "failed": record["failed"]}

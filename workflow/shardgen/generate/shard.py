@@ -1,7 +1,7 @@
 """Stage 3: generate one shard: lease GPUs, skip every gen_key already committed anywhere, drive the engine,
-commit parts, and write the done file last (the only declared output, so a failure never deletes parts)."""
+commit parts, and have the checkpoint write the done file last, still under the shard's lock (the only declared
+output, so a failure never deletes parts)."""
 
-import json
 import logging
 from pathlib import Path
 
@@ -9,11 +9,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from shardgen import ShardgenError
-from shardgen.atomic import write_text
 from shardgen.config import Config
 from shardgen.generate import attempts, checkpoint, gpu_lease
 from shardgen.generate.turns import TurnRequest, resume_points
-from shardgen.layout import Layout, part_files, shard_id
+from shardgen.layout import Layout, shard_id
 
 log = logging.getLogger(__name__)
 
@@ -60,11 +59,12 @@ def _follow(config: Config, encode):
     return follow
 
 
-def _run(config: Config, layout: Layout, shard: int, todo: list[TurnRequest], gpu: str, model) -> dict:
+def _run(config: Config, shard_checkpoint: checkpoint.ShardCheckpoint, todo: list[TurnRequest], gpu: str,
+         model) -> dict:
     from shardgen.generate.driver import run_prompts, window
     from shardgen.engines.session import open_engine
 
-    shard_dir = layout.shard_dir(shard)
+    shard_dir, shard = shard_checkpoint.folder, shard_checkpoint.shard
     attempt, engine_cfg, deaths = attempts.start_attempt(shard_dir, config.engine)
     if deaths:
         log.warning("shard %d attempt %d restarts after %s; engine settings now %s", shard, attempt,
@@ -88,7 +88,7 @@ def _run(config: Config, layout: Layout, shard: int, todo: list[TurnRequest], gp
                                         desc=f"shard {shard_id(shard)}", follow=_follow(config, model.encode))
             except OSError as err:
                 raise CommitError(f"shard {shard}: committing a part failed ({err}); the "
-                                  f"{len(part_files(shard_dir))} committed parts in {shard_dir} are intact, and a "
+                                  f"{len(shard_checkpoint.parts())} committed parts in {shard_dir} are intact, and a "
                                   "rerun resumes from them") from err
             attempts.log_event(shard_dir, attempt, "finished", committed=committed)
             return engine.info.record
@@ -96,7 +96,8 @@ def _run(config: Config, layout: Layout, shard: int, todo: list[TurnRequest], gp
 
 def generate_shard(config: Config, shard: int, done_path: Path, retry_limit: int | None = None) -> dict:
     layout = Layout(config.results)
-    with checkpoint.shard_lock(layout.shard_dir(shard)):
+    shard_checkpoint = checkpoint.ShardCheckpoint(layout, shard, done_path)
+    with shard_checkpoint.lock():
         gpu = gpu_lease.lease_for(config)  # before torch is imported: it sets CUDA_VISIBLE_DEVICES
         from shardgen.target_model import ModelInfo
 
@@ -104,11 +105,5 @@ def generate_shard(config: Config, shard: int, done_path: Path, retry_limit: int
         total, todo = _todo(config, layout, shard, retry_limit, model.encode)
         log.info("shard %d: %d prompts, %d to %s", shard, total, len(todo),
                  "generate" if retry_limit is None else "retry")
-        engine_args = _run(config, layout, shard, todo, gpu, model) if todo else None
-    record = {**checkpoint.done_record(layout, shard), "engine": engine_args, "gpu": gpu,
-              "attempts": attempts.read_attempts(layout.shard_dir(shard))}
-    if record["generated"] + record["failed"] != record["prompts"]:
-        raise RuntimeError(f"shard {shard}: {record['prompts']} prompts but {record['generated']} generated + "
-                           f"{record['failed']} failed; the done file is not written")
-    write_text(json.dumps(record, indent=1, default=str), done_path)
-    return record
+        engine_args = _run(config, shard_checkpoint, todo, gpu, model) if todo else None
+        return shard_checkpoint.finish(engine_args, gpu)

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from shardgen import ShardgenError, db
 from shardgen.atomic import committed
+from shardgen.generate import checkpoint
 from shardgen.merge import reasoning
 from shardgen.merge.exports import ExportRules, write_exports
 from shardgen.layout import Layout
@@ -50,7 +51,7 @@ def merge(layout: Layout, dataset: Path, train: Path, failed: Path, memory_limit
 
 def _merge(layout: Layout, dataset: Path, train: Path, failed: Path, memory_limit: str, spill: Path,
            rules: ExportRules) -> dict:
-    con = db.connect(layout, memory_limit=memory_limit)
+    con = checkpoint.connect(layout, memory_limit=memory_limit)  # every shard's parts, as the checkpoint reads them
     con.execute(f"SET temp_directory = {db.quote(spill)}")
     if missing := db.query(con, "missing"):
         ids = ", ".join(r["prompt_id"] for r in missing[:20])

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
+from shardgen.generate.checkpoint import ShardCheckpoint
 from shardgen.layout import Layout
 from shardgen.sampling import names
 
@@ -32,8 +33,7 @@ def provenance(config, layout: Layout) -> dict:
     model = ModelInfo.from_config(config.model)
     engines = {}
     for shard in range(config.n_shards):  # the config's shards: a done file left by an earlier split is not data
-        if layout.done(shard).is_file():
-            record = json.loads(layout.done(shard).read_text())
+        if (record := ShardCheckpoint(layout, shard).done()) is not None:
             engines[str(shard)] = engine_numerics(record.get("engine"), model.path)
     sampling = {}
     if layout.prompts.is_file():

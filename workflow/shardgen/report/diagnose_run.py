@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from shardgen.engines import DEFAULT_BACKEND, RunSettings, backend, info_from_record
+from shardgen.generate import checkpoint
 from shardgen.layout import Layout, telemetry_glob
 
 RETRACT = re.compile(r"retract", re.IGNORECASE)
@@ -54,7 +55,7 @@ def read_shard(shard_dir: Path) -> Run:
     import duckdb
 
     rows = duckdb.sql(f"SELECT * FROM '{telemetry_glob(shard_dir)}' WHERE kind <> 'client' ORDER BY ts").df()
-    record = json.loads(Layout.done_of(shard_dir).read_text())["engine"]
+    record = checkpoint.read_done(Layout.done_of(shard_dir))["engine"]
     info = info_from_record(record) if record else None
     records = rows.to_dict("records")
     lines = {i: json.dumps({k: v for k, v in r.items() if v == v and v is not None}, default=str)

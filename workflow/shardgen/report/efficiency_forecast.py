@@ -3,9 +3,9 @@ model's config.json and the GPU its done file names, else hardware.gpu), and the
 rate gives for its prompts on the configured GPUs and per 100,000 prompts. summary.json keys `efficiency` and
 `forecast`; the `outlook` figure and a report.md section show them."""
 
-import json
 from pathlib import Path
 
+from shardgen.generate import checkpoint
 from shardgen.report import forecast as fc
 from shardgen.report.diagnose import examine
 from shardgen.layout import telemetry_files
@@ -16,7 +16,7 @@ PER = 100_000
 def efficiency_rows(config, layout, done_files: list[Path]) -> list[dict]:
     hardware, rows = config.hardware, []
     for done in done_files:
-        record = json.loads(Path(done).read_text())
+        record = checkpoint.read_done(done)
         shard_dir = layout.shard_dir(record["shard"])
         if not telemetry_files(shard_dir):
             rows.append({"shard": record["shard"], "note": "no SGLang telemetry (CPU engine): no efficiency"})

@@ -38,8 +38,9 @@ def rate_from_log(path: Path) -> dict:
 def rate_from_results(layout) -> dict:
     """A run's own per-shard rate (completion tokens over the shard's wall time, one engine per shard)."""
     from shardgen import db
+    from shardgen.generate import checkpoint
 
-    shards = [s for s in db.query(db.connect(layout), "per_shard") if s["wall_s"]]
+    shards = [s for s in db.query(checkpoint.connect(layout), "per_shard") if s["wall_s"]]
     if not shards:
         raise ForecastError("no committed parts to measure a rate from: give --tok-per-s, --req-per-s or --log")
     tokens, requests = sum(s["completion_tokens"] for s in shards), sum(s["requests"] for s in shards)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from shardgen.generate import attempts
+from shardgen.generate import attempts, checkpoint
 from shardgen.generate.progress import ShardProgress, run_progress
 from shardgen.layout import Layout, telemetry_files
 from shardgen.prompts.split import expected_turns
@@ -44,7 +44,7 @@ def shard_status(layout: Layout, shard: int, progress: ShardProgress, now: datet
     turns = expected_turns(layout.split(shard))  # what parts count: one row per turn
     # A done file says the shard finished its prompt set when it was written; it is done now only while every
     # current conversation has an outcome (a sampling change, or a lost part, leaves work uncommitted under it).
-    done_file = layout.done(shard).exists()
+    done_file = checkpoint.ShardCheckpoint(layout, shard).is_done()
     done = done_file and progress.missing == 0
     row = {"shard": shard, "prompts": pq.read_metadata(layout.split(shard)).num_rows, "turns_expected": turns,
            "committed": progress.committed, "done": done, "state": "done" if done else "waiting",

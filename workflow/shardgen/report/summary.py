@@ -9,6 +9,7 @@ from pathlib import Path
 from shardgen import db
 from shardgen.atomic import write_text
 from shardgen.config import Config
+from shardgen.generate import checkpoint
 from shardgen.report.figures import draw
 from shardgen.merge.freshness import check_dataset
 from shardgen.layout import Layout
@@ -33,10 +34,6 @@ def _jsonable(rows: list[dict]) -> list[dict]:
     return json.loads(json.dumps(rows, default=str))
 
 
-def _connect(layout: Layout):
-    return db.connect(layout)
-
-
 def summary(con) -> dict:
     record = _jsonable(db.query(con, "summary"))[0]
     record["per_shard"] = _jsonable(db.query(con, "per_shard"))
@@ -57,7 +54,7 @@ def manifest(con, config: Config, per_source: list[dict], outputs: list[Path], d
         reader = {".jsonl": "read_json_auto", ".parquet": "read_parquet"}.get(path.suffix)  # else a sidecar: no rows
         rows = reader and con.execute(f"SELECT count(*) FROM {reader}({db.quote(path)})").fetchall()[0][0]
         files.append({"path": str(path), "rows": rows, "sha256": file_sha256(path)})
-    done = [json.loads(p.read_text()) for p in done_files]
+    done = [checkpoint.read_done(p) for p in done_files]
     return {
         "sources": list(sources.values()),
         "model": model.record(),
@@ -114,7 +111,7 @@ def markdown(record: dict, tails: list[dict] | None = None, figures: list[Path] 
 
 def report(config: Config, outputs: list[Path], done_files: list[Path], out_dir: Path) -> dict:
     layout = Layout(config.results)
-    con = _connect(layout)
+    con = checkpoint.connect(layout)
     record = summary(con)
     record["dataset_rows_checked"] = check_dataset(config, layout.dataset, record["generated"])
     record.update(outlook(config, layout, done_files, record))

@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 
 from shardgen import db, tables
 
-from shardgen.generate import gpu_lease
+from shardgen.generate import checkpoint, gpu_lease
 from shardgen.layout import TuneLayout, parts_glob, telemetry_glob
 from shardgen.atomic import write_text
 from shardgen.config import Config
@@ -42,7 +42,7 @@ def load_sample(tune_dir: Path, plan: dict) -> list[dict]:
 def metrics(tune: TuneLayout, name: str, since: datetime, until: datetime | None = None) -> dict:
     """A run's figures from the parts submitted and the telemetry seen in [since, until] (the warm-up is before)."""
     con = duckdb.connect()
-    db.parquet_view(con, "parts", parts_glob(tune.parts_dir(name)), tables.PART)
+    checkpoint.define_parts(con, [parts_glob(tune.parts_dir(name))])
     db.parquet_view(con, "telemetry", telemetry_glob(tune.setting_dir(name)), tables.TELEMETRY)
     return db.query(con, "tune_setting", since=since, until=until or datetime.now(timezone.utc))[0]
 

@@ -1,11 +1,12 @@
-"""The light columns (checkpoint.LIGHT_COLUMNS) of every committed part, as `shardgen status` and its ETA read them,
-without opening every part each call. Each shard folder has a cache (layout.status_cache_path, under
-results/.shardgen: a write in the shard folder would make Snakemake rerun the shard): the
-light rows of the parts its footer lists by (name, size, mtime_ns, inode), each row with its part's name in place
-of its path. A committed part never changes (written once by atomic rename; it can only disappear), so a call keeps
-the cached rows of listed parts still there unchanged, reads only the parts not listed, and rewrites the cache
-(atomically, shardgen.atomic: last writer wins) when that changed anything. A missing, damaged or unreadable cache
-is ignored and rebuilt from the parts, never an error. Only status reads it: generate and merge read the parts."""
+"""The light columns (checkpoint_db.LIGHT) of every committed part, as `shardgen status` and its ETA read them,
+without opening every part each call (generate/checkpoint.py is its owner; nothing else imports this module). Each
+shard folder has a cache (layout.status_cache_path, under results/.shardgen: a write in the shard folder would make
+Snakemake rerun the shard): the light rows of the parts its footer lists by (name, size, mtime_ns, inode), each row
+with its part's name in place of its path. A committed part never changes (written once by atomic rename; it can
+only disappear), so a call keeps the cached rows of listed parts still there unchanged, reads only the parts not
+listed (checkpoint_db.parts_query), and rewrites the cache (atomically, shardgen.atomic: last writer wins) when that
+changed anything. A missing, damaged or unreadable cache is ignored and rebuilt from the parts, never an error. Only
+status reads it: generate and merge read the parts."""
 
 import glob
 import json
@@ -15,22 +16,19 @@ from collections import defaultdict
 from pathlib import Path
 
 import duckdb
-import pyarrow as pa
 import pyarrow.parquet as pq
 
-from shardgen import db, tables
+from shardgen import db
 from shardgen.atomic import committed
-from shardgen.generate.checkpoint import LIGHT_COLUMNS, _unreadable
-from shardgen.layout import Layout, status_cache_path
+from shardgen.generate.checkpoint_db import LIGHT, define_prompt_set, parts_query
+from shardgen.generate.checkpoint_parts import unreadable
+from shardgen.layout import Layout, parts_index_path, status_cache_path
 
 log = logging.getLogger(__name__)
 
 MANIFEST_KEY = "shardgen.status_cache.parts"
 VERSION_KEY = "shardgen.status_cache.version"
 VERSION = "1"
-# `parts` as read_parquet(filename = true, file_row_number = true) over the parts gives it (checkpoint._connect)
-_EXTRA = {"filename": pa.field("filename", pa.string()), "file_row_number": pa.field("file_row_number", pa.int64())}
-LIGHT = pa.schema([_EXTRA[c] if c in _EXTRA else tables.PART.field(c) for c in LIGHT_COLUMNS])
 _CACHED = ", ".join(c for c in LIGHT.names if c != "filename")
 
 Stat = tuple[int, int, int]  # size, mtime_ns, inode
@@ -66,13 +64,11 @@ def _insert_parts(con: duckdb.DuckDBPyConnection, files: list[str]) -> dict[str,
     """Append the light columns of `files` to `parts`; return those unreadable, with why (left where they are)."""
     bad: dict[str, str] = {}
     while readable := [f for f in files if f not in bad]:
-        listed = ", ".join(db.quote(f) for f in readable)
         try:
-            con.execute(f"INSERT INTO parts SELECT {', '.join(LIGHT.names)} FROM read_parquet([{listed}], "
-                        "filename = true, file_row_number = true)")
+            con.execute(f"INSERT INTO parts {parts_query(con, readable, LIGHT)}")
             break
         except duckdb.Error:  # the statement is rolled back whole
-            found = _unreadable(readable)
+            found = unreadable(readable)
             if not found:
                 raise
             bad.update(found)
@@ -131,10 +127,11 @@ def _load_folder(con: duckdb.DuckDBPyConnection, folder: Path, paths: dict[str, 
     return bad
 
 
-def load_parts(con: duckdb.DuckDBPyConnection, layout: Layout) -> tuple[dict[str, str], dict[str, float]]:
-    """Create `parts` in `con`: every committed part's light columns, exactly as checkpoint._connect reads them over
-    layout.parts_glob; return the unreadable parts, with why (left where they are: status only reads), and every
-    part's st_mtime by path (as globbed)."""
+def open_light(layout: Layout, prompts: str) -> tuple[duckdb.DuckDBPyConnection, dict[str, str], dict[str, float]]:
+    """(connection, unreadable parts, each part's st_mtime by path as globbed): `parts` holds every committed part's
+    light columns (checkpoint_db.parts_query), with the prompt set `prompts` (SQL) and the winners
+    script over them. Unreadable parts are left where they are (status only reads) and named."""
+    con = duckdb.connect()
     db.create_empty(con, "parts", LIGHT)
     folders: dict[Path, dict[str, str]] = defaultdict(dict)
     for path in glob.glob(layout.parts_glob):
@@ -143,5 +140,19 @@ def load_parts(con: duckdb.DuckDBPyConnection, layout: Layout) -> tuple[dict[str
     mtimes: dict[str, float] = {}
     for folder in sorted(folders):
         bad.update(_load_folder(con, folder, folders[folder], mtimes))
-    return bad, mtimes
+    define_prompt_set(con, prompts)
+    return con, bad, mtimes
 
+
+def stamp(layout: Layout) -> tuple:
+    """Every part and parts index by name, size and modification time: what open_light and the shards' indexes
+    read, so equal stamps read equal."""
+    paths = [*glob.glob(layout.parts_glob), *glob.glob(str(parts_index_path(layout.shard_dir("*"))))]
+    stats = []
+    for path in sorted(paths):
+        try:
+            st = os.stat(path)
+        except FileNotFoundError:  # moved away meanwhile (quarantine, reset): the next stamp differs anyway
+            continue
+        stats.append((path, st.st_size, st.st_mtime_ns))
+    return tuple(stats)

@@ -1,0 +1,109 @@
+"""A folder of parts as the checkpoint writes it (generate/checkpoint.py is its owner; nothing else imports this
+module): the one builder of a part row, the part writer, the parts index (written and read here only) and
+quarantine of an unreadable part."""
+
+import json
+import logging
+import os
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from shardgen import tables
+from shardgen.atomic import write_table, write_text
+from shardgen.layout import next_number, part_files, part_path, parts_index_path, quarantine_dir, stale_part_temps
+from shardgen.sampling import names
+
+log = logging.getLogger(__name__)
+
+
+def quarantine(path: Path, reason: str) -> Path:
+    """Move an unreadable part aside (never delete it); its rows are then generated again."""
+    target = quarantine_dir(path.parent) / path.name
+    target.parent.mkdir(exist_ok=True)
+    os.replace(path, target)
+    log.error("part %s is unreadable (%s): moved to %s; its rows will be generated again", path, reason, target)
+    return target
+
+
+def unreadable(files: list[str]) -> dict[str, str]:
+    """The parts among `files` that cannot be read, with why (slow: only after a query over all of them failed)."""
+    bad = {}
+    for path in files:
+        try:
+            pq.read_table(path, columns=["gen_key", "finish_reason"])
+        except (OSError, pa.ArrowException) as err:
+            bad[path] = f"{type(err).__name__}: {err}"
+    return bad
+
+
+def part_row(request, *, shard: int, attempt: int, gpu: str, result=None, ended: str | None = None,
+             submitted: datetime | None = None, latency_s: float = 0.0) -> dict:
+    """The one builder of a part row (tables.PART): a turn `request` (generate.turns.TurnRequest) answered by the
+    engine's `result`, or, with `ended` (why), the end of its conversation before this turn (nothing generated)."""
+    finished = datetime.now(timezone.utc)
+    if ended is not None:
+        outcome = {"completion": None, "output_ids": [], "finish_reason": "context_exhausted", "completion_tokens": 0,
+                   "cached_tokens": 0, "error": ended}
+    else:
+        error = result.error
+        if error is None and result.prompt_tokens != len(request.prompt_ids):
+            error = f"engine counted {result.prompt_tokens} prompt tokens, we sent {len(request.prompt_ids)}"
+        outcome = {"completion": result.text, "output_ids": result.output_ids,
+                   "finish_reason": "abort" if error else result.finish_reason,
+                   "completion_tokens": len(result.output_ids), "cached_tokens": result.cached_tokens, "error": error}
+    later = request.turn > 1  # turn 1's prompt is the prompts row's; a later turn carries its own
+    return {"prompt_id": request.prompt_id, "gen_key": request.gen_key, "shard": shard, "attempt": attempt,
+            "prompt_tokens": len(request.prompt_ids), "latency_s": latency_s, "submitted_at": submitted or finished,
+            "finished_at": finished, "gpu": gpu, **outcome, "conversation_id": request.conversation_id,
+            "turn": request.turn, "base_key": request.base_key, "messages": request.history if later else None,
+            "prompt_ids": request.prompt_ids if later else None,
+            **{name: getattr(request.sampling, name) for name in names()}}
+
+
+def read_index(folder: Path) -> dict[str, dict]:
+    """The parts index of a folder of parts: part name -> its entry (rows, attempt, tokens, bytes)."""
+    entries = {}
+    path = parts_index_path(folder)
+    if path.exists():
+        for line in path.read_text().splitlines():
+            try:
+                entry = json.loads(line)
+                entries[entry["part"]] = entry
+            except (ValueError, KeyError, TypeError):
+                continue  # a line cut by a crash mid-append
+    return entries
+
+
+class PartWriter:
+    """Numbers and commits the parts of a folder (a shard's, a tune setting's); never rewrites a committed one."""
+
+    def __init__(self, folder: Path):
+        self.folder = Path(folder)
+        for stale in stale_part_temps(self.folder):
+            stale.unlink()
+        existing = part_files(self.folder)
+        self.next_index = next_number(existing)
+        self._forget_lost_parts({p.name for p in existing})
+
+    def _forget_lost_parts(self, existing: set[str]) -> None:
+        """Drop the index lines of parts that are gone (deleted, quarantined): their rows are generated again now."""
+        index = read_index(self.folder)
+        for name in sorted(set(index) - existing):
+            log.warning("%s: %s is gone; its rows are generated again", self.folder, name)
+        if set(index) - existing:
+            write_text("".join(json.dumps(e) + "\n" for name, e in index.items() if name in existing),
+                       parts_index_path(self.folder))
+
+    def commit(self, rows: list[dict]) -> Path:
+        path = part_path(self.folder, self.next_index)
+        write_table(pa.Table.from_pylist(rows, schema=tables.PART), path)
+        self.next_index += 1
+        # Tells `shardgen status` which parts were committed, so a part deleted or moved away is named as lost.
+        entry = {"part": path.name, "rows": len(rows), "attempt": rows[0]["attempt"],
+                 "tokens": sum(r["completion_tokens"] for r in rows), "bytes": path.stat().st_size}
+        with open(parts_index_path(self.folder), "a") as f:
+            f.write(json.dumps(entry) + "\n")
+        return path
