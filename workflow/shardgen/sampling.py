@@ -16,6 +16,7 @@ does, before importing the rest) reaches every one of those."""
 
 import dataclasses
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -92,7 +93,8 @@ def names() -> tuple[str, ...]:
     return tuple(f.name for f in FIELDS)
 
 
-def sampling_dataclass(name: str, before: list, value_type, after: list = (), *, bases=(), default=dataclasses.MISSING):
+def sampling_dataclass(name: str, before: list, value_type, after: Sequence = (), *, bases=(),
+                       default=dataclasses.MISSING):
     """A frozen dataclass: the fields `before` ((name, type[, default]) each), one per sampling field of type
     value_type(field) (with `default`), then `after`."""
     own = [(f.name, value_type(f)) if default is dataclasses.MISSING else (f.name, value_type(f), default)

@@ -115,7 +115,7 @@ class Engine(Protocol):
     def close(self) -> None: ...
 
 
-class Backend(Protocol):
+class Backend(Engine, Protocol):
     """The class a backend module registers: its constructor starts an engine; the class methods need none."""
 
     def __init__(self, config, model, workdir: Path, *, device: str, watchdog=None,
@@ -194,7 +194,7 @@ def request_sampling(backend: str, values: dict) -> dict:
     return {k: v for k, v in values.items() if k not in left_out}
 
 
-def backend(name: str) -> type:
+def backend(name: str) -> type[Backend]:
     """The registered backend class, imported now."""
     if name not in BACKENDS:
         raise ValueError(f"engine.backend: unknown backend {name!r} (registered: {', '.join(BACKENDS)})")
