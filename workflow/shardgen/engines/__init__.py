@@ -194,6 +194,25 @@ def request_sampling(backend: str, values: dict) -> dict:
     return {k: v for k, v in values.items() if k not in left_out}
 
 
+def recorded_numerics(record: dict) -> dict:
+    """The dtypes a done record's engine section names (`dtype`, `kv_cache_dtype`, `ssm_state_dtype`), and a note
+    where one is missing: what an engine that records them plainly reports as its numerics."""
+    dtypes = {"weights": record.get("dtype"), "kv": record.get("kv_cache_dtype"),
+              "ssm_state": record.get("ssm_state_dtype")}
+    numerics = {"backend": record.get("backend"), **dtypes}
+    if missing := [name for name, dtype in dtypes.items() if dtype is None]:
+        numerics["dtypes_note"] = record.get("dtypes_note") or f"{', '.join(missing)}: not recorded by this engine"
+    return numerics
+
+
+def numerics_of(record: dict, model_dir: Path) -> dict:
+    """A done record's numerics as its backend reads them; an engine outside the registry (a test's fake) by the
+    dtypes its record names."""
+    if record.get("backend") not in BACKENDS:
+        return recorded_numerics(record)
+    return backend(record["backend"]).numerics(record, model_dir)
+
+
 def backend(name: str) -> type[Backend]:
     """The registered backend class, imported now."""
     if name not in BACKENDS:

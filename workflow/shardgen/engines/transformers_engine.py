@@ -11,7 +11,7 @@ from pathlib import Path
 
 from shardgen.config import ConfigError
 from shardgen.config_sections import EngineConfig
-from shardgen.engines import EngineInfo, LogLine, Request, Result, RunSettings
+from shardgen.engines import EngineInfo, LogLine, Request, Result, RunSettings, recorded_numerics
 from shardgen.faults import engine_abort_marker
 from shardgen.sampling import FIELDS
 
@@ -97,12 +97,7 @@ class TransformersEngine:
     @classmethod
     def numerics(cls, record: dict, model_dir: Path) -> dict:
         """The dtypes it recorded running with, and a note where one is missing."""
-        dtypes = {"weights": record.get("dtype"), "kv": record.get("kv_cache_dtype"),
-                  "ssm_state": record.get("ssm_state_dtype")}
-        numerics = {"backend": record.get("backend"), **dtypes}
-        if missing := [name for name, dtype in dtypes.items() if dtype is None]:
-            numerics["dtypes_note"] = record.get("dtypes_note") or f"{', '.join(missing)}: not recorded by this engine"
-        return numerics
+        return recorded_numerics(record)
 
     @classmethod
     def read_log_line(cls, line: str) -> LogLine:

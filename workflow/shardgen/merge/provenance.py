@@ -22,9 +22,9 @@ def engine_numerics(engine: dict | None, model_dir: Path) -> dict:
     if not engine:
         return {"backend": None, "note": "this run of the shard generated nothing; the done file of the run that "
                                          "did is overwritten, so its engine is not recorded here"}
-    from shardgen.engines import backend
+    from shardgen.engines import numerics_of
 
-    return backend(engine["backend"]).numerics(engine, model_dir)
+    return numerics_of(engine, model_dir)
 
 
 def provenance(config, layout: Layout) -> dict:
