@@ -22,6 +22,9 @@ class Loads:
     conversation_tokens: int  # the last turn's prompt + output, summed over conversations
     output_tokens: int  # generated tokens (what the top-k sidecar holds an entry for)
 
+    def rows(self, driver: str) -> int:
+        return {"turns": self.turns, "conversations": self.conversations, "output": self.turns}[driver]
+
     def of(self, driver: str) -> int:
         return {"turns": self.turn_tokens, "conversations": self.conversation_tokens, "output": self.output_tokens}[driver]
 

@@ -44,15 +44,38 @@ def fixed_bytes(path: Path) -> int:
     return path.stat().st_size if path.name == MANIFEST else 0
 
 
+# Parquet columns whose bytes grow with a row's tokens (ids, masks, text); the others (keys, hashes, sampling
+# values, the reference answer) grow with its rows.
+TOKEN_COLUMNS = ("prompt_ids", "output_ids", "input_ids", "loss_mask", "messages", "completion", "content",
+                 "reasoning_content", "conversations", "topk")
+
+
+def column_split(path: Path) -> tuple[int, int]:
+    """(bytes of the token columns, bytes of the row columns) of a Parquet file's column chunks."""
+    meta, tokens, rows = pq.read_metadata(path), 0, 0
+    for g in range(meta.num_row_groups):
+        for i in range(meta.num_columns):
+            chunk = meta.row_group(g).column(i)
+            if chunk.path_in_schema.split(".")[0] in TOKEN_COLUMNS:
+                tokens += chunk.total_compressed_size
+            else:
+                rows += chunk.total_compressed_size
+    return tokens, rows
+
+
 def measured(layout: Layout, loads) -> dict[str, dict]:
-    """Per file of a finished run: its fixed bytes and bytes per token of the load it holds."""
+    """Per file of a finished run: its fixed bytes, bytes per row (a Parquet file's key and value columns) and
+    bytes per token of the load it holds (the rest)."""
     rates = {}
     for name, path in files(layout).items():
         if not path.is_file():
             continue
         size, fixed = path.stat().st_size, fixed_bytes(path)
-        tokens = loads.of(DRIVERS[name]) if name in DRIVERS else 0
-        rates[name] = {"fixed_bytes": fixed, "bytes_per_token": (size - fixed) / tokens if tokens else 0.0,
+        driver = DRIVERS.get(name)
+        tokens, rows = (loads.of(driver), loads.rows(driver)) if driver else (0, 0)
+        per_row = column_split(path)[1] / rows if path.suffix == ".parquet" and size and rows else 0.0
+        rates[name] = {"fixed_bytes": fixed, "bytes_per_row": per_row,
+                       "bytes_per_token": (size - fixed - per_row * rows) / tokens if tokens else 0.0,
                        "from": "pilot run's file"}
     return rates
 
@@ -96,5 +119,9 @@ def from_format(prompts: Path) -> dict[str, dict]:
 
 def sizes(rates: dict[str, dict], loads) -> dict[str, int]:
     """Each file's forecast bytes at the planned loads."""
-    return {name: round(r["fixed_bytes"] + r["bytes_per_token"] * (loads.of(DRIVERS[name]) if name in DRIVERS else 0))
-            for name, r in rates.items()}
+    def size(name: str, r: dict) -> int:
+        driver = DRIVERS.get(name)
+        tokens, rows = (loads.of(driver), loads.rows(driver)) if driver else (0, 0)
+        return round(r["fixed_bytes"] + r.get("bytes_per_row", 0.0) * rows + r["bytes_per_token"] * tokens)
+
+    return {name: size(name, r) for name, r in rates.items()}
