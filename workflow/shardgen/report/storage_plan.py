@@ -6,7 +6,8 @@ summary.json (`storage`) and report.md."""
 
 from pathlib import Path
 
-from shardgen.engines.model_shape import ModelShape
+from shardgen import ShardgenError
+from shardgen.engines.model_shape import ModelConfigError, ModelShape
 from shardgen.layout import Layout
 from shardgen.report import peaks, storage_loads, storage_sizes
 
@@ -83,6 +84,25 @@ def plan(layout: Layout, model_dir: Path, pilot: Path | None = None, topk: int =
     }
 
 
+def from_options(args, config, layout: Layout) -> dict | None:
+    """`shardgen forecast`'s storage plan: None where there is no prompt set to plan from (no `prompts` run)."""
+    model = args.model or (config.model.path if config else None)
+    if not layout.prompts.is_file() or not model:
+        return None
+    hardware = config.hardware if config else None
+    topk = TOPK if args.topk is None else args.topk
+    layers = DFLASH_LAYERS if args.dflash_layers is None else args.dflash_layers
+    fraction = PREFILL_FRACTION if args.prefill_fraction is None else args.prefill_fraction
+    if topk < 0 or layers < 1 or not 0 < fraction <= 1:
+        raise ShardgenError(f"--topk must be >= 0, --dflash-layers >= 1 and --prefill-fraction in (0, 1] (got "
+                            f"{topk}, {layers}, {fraction})")
+    try:
+        return plan(layout, Path(model), Path(args.pilot) if args.pilot else None, topk, layers,
+                    args.gpu or (hardware.gpu if hardware else None), hardware.peaks if hardware else None, fraction)
+    except (ModelConfigError, peaks.UnknownGPU) as err:  # the time forecast still stands: say why, beside it
+        return {"note": f"no storage plan: {err}"}
+
+
 def human(n: float) -> str:
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
         if abs(n) < 1024 or unit == "TiB":
@@ -91,6 +111,8 @@ def human(n: float) -> str:
 
 
 def render(result: dict) -> str:
+    if "note" in result:
+        return result["note"]
     p = result["plan"]
     lines = [f"storage plan: {p['conversations']:,} conversations, {p['turns']:,} turns, {p['tokens']:,} tokens "
              f"({p['output_tokens']:,} generated); sizes from {p['sizes_from']}"
