@@ -171,10 +171,23 @@ def cmd_status(args):
 
 
 def cmd_forecast(args):
-    from shardgen.report import forecast as fc
+    from shardgen.report import forecast as fc, storage_plan
 
-    result = fc.from_options(args, _config_if_complete(args), Layout(_results_dir(args)))
-    print(json.dumps(result, indent=1) if args.json else fc.render(result))
+    config, layout = _config_if_complete(args), Layout(_results_dir(args))
+    storage = storage_plan.from_options(args, config, layout)
+    try:
+        result = fc.from_options(args, config, layout)
+    except fc.ForecastError as err:
+        if storage is None:
+            raise
+        result = {"time": f"no time forecast: {err}"}  # before any run the storage plan stands alone
+    if storage is not None:
+        result["storage"] = storage
+    if args.json:
+        print(json.dumps(result, indent=1))
+    else:
+        print(result["time"] if "time" in result else fc.render(result))
+        print("" if storage is None else "\n" + storage_plan.render(storage))
 
 
 def cmd_reset(args):
@@ -247,13 +260,21 @@ COMMANDS = {
         opt("--out", help="tune folder (default: <results_dir>/tune)"))),
     "status": Command(cmd_status, "progress of every shard", (
         opt("--watch", type=float, nargs="?", const=5.0, default=None, help="refresh every N seconds"),)),
-    "forecast": Command(cmd_forecast, "time to the dataset for a planned job, from a measured rate", (
+    "forecast": Command(cmd_forecast, "time, disk and prefill cost of a planned dataset (README: Forecast)", (
         opt("--prompts", type=int, help="prompts (default: the built prompt set of --config/--results)"),
         opt("--output-tokens", type=float, help="mean output tokens per prompt (default: the run's measured)"),
         opt("--gpus", type=int, help="GPUs, one engine each (default: the config's gpus / GPUs per engine)"),
         opt("--tok-per-s", type=float, help="output tok/s per GPU (default: --log, else the run's own)"),
         opt("--req-per-s", type=float, help="whole-run requests/s instead of a per-GPU token rate"),
         opt("--log", help="an SGLang log: its decode lines' gen throughput is the per-GPU rate"),
+        opt("--pilot", help="a finished run's results folder to measure output lengths and bytes per token from "
+                            "(default: this run's, once merged; none: max_new_tokens and the formats)"),
+        opt("--topk", type=int, help="k of the top-k sidecar to size (default 20)"),
+        opt("--dflash-layers", type=int, help="target layers a DFlash draft reads (default 5)"),
+        opt("--prefill-fraction", type=float, help="prefill's share of the GPU's dense BF16 peak "
+                                                                "(default 0.4)"),
+        opt("--model", help="model folder (its config.json; default: the config's model)"),
+        opt("--gpu", help="GPU of the prefill (default: hardware.gpu, else NVIDIA H100 80GB HBM3)"),
         opt("--json", action="store_true"))),
     "reset": Command(cmd_reset, "start a shard over (parts moved aside)", (opt("shard", type=int),)),
 }

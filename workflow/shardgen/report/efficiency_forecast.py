@@ -5,6 +5,7 @@ rate gives for its prompts on the configured GPUs and per 100,000 prompts. summa
 
 from pathlib import Path
 
+from shardgen import ShardgenError
 from shardgen.generate import checkpoint
 from shardgen.report import forecast as fc
 from shardgen.report.diagnose import examine
@@ -45,8 +46,21 @@ def forecast(config, layout, record: dict) -> dict | None:
             record["dataset_generation_wall_s"], f"hours_per_{PER}_prompts": per["hours"], "assumption": whole["assumption"]}
 
 
+def storage(config, layout) -> dict:
+    """The storage plan measured on this run's own files (so its dataset and exports are their sizes), with the
+    sidecar, hidden states and prefill this dataset would cost; a model or GPU it cannot size says why."""
+    from shardgen.report import storage_plan
+
+    try:
+        return storage_plan.plan(layout, Path(config.model.path), gpu=config.hardware.gpu,
+                                 peak_overrides=config.hardware.peaks)
+    except ShardgenError as err:
+        return {"note": f"no storage plan: {err}"}
+
+
 def outlook(config, layout, done_files: list[Path], record: dict) -> dict:
-    return {"efficiency": efficiency_rows(config, layout, done_files), "forecast": forecast(config, layout, record)}
+    return {"efficiency": efficiency_rows(config, layout, done_files), "forecast": forecast(config, layout, record),
+            "storage": storage(config, layout)}
 
 
 def markdown(record: dict) -> str:
@@ -71,4 +85,8 @@ def markdown(record: dict) -> str:
                           "about a GPU run: forecast a GPU job from an SGLang log (`shardgen forecast --log`)."]
     else:
         lines.append("no committed parts: no rate to forecast from")
+    if plan := record.get("storage"):
+        from shardgen.report.storage_plan import render
+
+        lines += ["", "## storage plan", "", f"```\n{render(plan)}\n```"]
     return "\n".join(lines) + "\n"
