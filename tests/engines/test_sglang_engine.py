@@ -172,3 +172,41 @@ def test_the_gpu_demo_overlay_maps_onto_both_versions(fields):
     cfg = Config.from_dict(raw)
     args = server_args(cfg, fields)
     assert args["attention_backend"] == "fa3" and args["mem_fraction_static"] == 0.5 and cfg.n_shards == 2
+
+
+def test_capture_sends_the_logprob_arguments_and_reads_meta_info(fake_sglang, monkeypatch, tmp_path):
+    """The adapter asks the fake SGLang for the chosen token's logprob and the top k, output tokens only, and
+    reads output_token_logprobs / output_top_logprobs into the Result (the matched stop token's included)."""
+    import asyncio
+    from types import SimpleNamespace
+
+    import sglang
+
+    from shardgen.capture import Capture
+    from shardgen.engines import Request
+    from shardgen.engines.sglang_engine import SGLangEngine, capture_args
+
+    assert capture_args(None) == {}
+    assert capture_args(Capture(20)) == {"return_logprob": True, "top_logprobs_num": 20, "logprob_start_len": -1}
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    fake = sglang.Engine(model_path="/m")
+    adapter = SGLangEngine.__new__(SGLangEngine)  # the request path only: no start-up
+    adapter.engine, adapter.stop_ids, adapter.extra_sampling, adapter.watchdog = fake, [7, 9], {}, None
+    adapter.telemetry = SimpleNamespace(completed=lambda n: None)
+    try:
+        for k, prompt in ((3, [1, 2, 3]), (0, [1, 2])):  # odd length: stops on 9; even: cut by length
+            adapter.capture_args = capture_args(Capture(k))
+            result = fake.loop.run_until_complete(adapter.generate(Request(f"r{k}", prompt, {"max_new_tokens": 4})))
+            assert fake.logprob_args[-1] == {"return_logprob": True, "top_logprobs_num": k, "logprob_start_len": -1}
+            assert len(result.logprobs) == len(result.top_ids) == len(result.output_ids)
+            assert result.output_ids[-1] == (9 if len(prompt) % 2 else result.output_ids[-1])
+            assert result.logprobs[:2] == [-0.05, -0.3]
+            assert [len(ids) for ids in result.top_ids] == [k] * len(result.output_ids)
+            if k:
+                assert [ids[0] for ids in result.top_ids] == result.output_ids
+                assert result.top_logprobs[0] == [-0.05, -1.05, -2.05]
+        adapter.capture_args = capture_args(None)
+        result = fake.loop.run_until_complete(adapter.generate(Request("off", [1, 2], {"max_new_tokens": 4})))
+        assert fake.logprob_args[-1]["return_logprob"] is False and result.logprobs is None
+    finally:
+        fake.shutdown()

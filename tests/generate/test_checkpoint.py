@@ -16,7 +16,8 @@ def part_row(i, **kw):
            "cached_tokens": 0, "latency_s": 0.5 * i, "submitted_at": T0, "finished_at": T0 + timedelta(seconds=i),
            "gpu": "0", "error": None, "conversation_id": f"p{i}", "turn": 1, "base_key": f"g{i}", "messages": None,
            "prompt_ids": None, "temperature": 0.7, "top_p": 0.95, "top_k": -1, "min_p": 0.0,
-           "repetition_penalty": 1.0}
+           "repetition_penalty": 1.0, "token_logprobs": None, "top_ids": None, "top_logprobs": None,
+           "logprob_mean": None, "logprob_min": None, "topk_entropy_mean": None}
     return {**row, **kw}
 
 

@@ -11,7 +11,7 @@ import yaml
 from shardgen.atomic import write_text
 from shardgen.config_schema import ConfigError, validate
 from shardgen.engines import check_sampling
-from shardgen.config_sections import (CheckpointConfig, EngineConfig, ExportsConfig, HardwareConfig, ModelConfig,
+from shardgen.config_sections import (CaptureConfig, CheckpointConfig, EngineConfig, ExportsConfig, HardwareConfig, ModelConfig,
                                       PromptsConfig, SamplingDefaults, SourceConfig, build)
 from shardgen.layout import Layout
 from shardgen.sampling import GENERATION_CONFIG
@@ -71,6 +71,7 @@ class Config:
     prompts: PromptsConfig
     defaults: SamplingDefaults
     exports: ExportsConfig
+    capture: CaptureConfig
     seed: int
     sources: tuple[SourceConfig, ...]
     raw: dict = field(repr=False, compare=False)  # the validated dict: what the resolved file and plans record

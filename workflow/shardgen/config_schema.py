@@ -10,6 +10,7 @@ import jsonschema
 import yaml
 
 from shardgen import WORKFLOW_DIR, ShardgenError
+from shardgen.capture import MAX_TOP_K
 from shardgen.engines import BACKENDS, DEFAULT_BACKEND, settings_modules
 from shardgen.sampling import FIELDS
 
@@ -26,7 +27,8 @@ class ConfigError(ShardgenError, ValueError):
 def schema() -> dict:
     """The schema file with what is declared elsewhere filled in: one key per sampling field (shardgen.sampling.FIELDS)
     in `defaults` and in a source's `sampling`, each after `max_new_tokens`; engine.backend's choices and default and
-    each backend's own section `engine.<name>` (its settings module's SCHEMA), from the backend registry. Built
+    each backend's own section `engine.<name>` (its settings module's SCHEMA), from the backend registry; capture.top_k's
+    maximum (shardgen.capture.MAX_TOP_K). Built
     here, not written in the file: only Config.from_dict validates a config (the workflow's included, common.smk),
     so each declaration is the one place its keys' types, bounds and meanings are written."""
     loaded = yaml.safe_load(SCHEMA_PATH.read_text())
@@ -41,6 +43,8 @@ def schema() -> dict:
     engine["backend"].update(enum=list(BACKENDS), default=DEFAULT_BACKEND,
                              description=" or ".join(f"`{name}`" for name in BACKENDS))
     engine.update({name: module.SCHEMA for name, module in settings_modules().items()})
+    top_k = loaded["properties"]["capture"]["properties"]["top_k"]
+    top_k.update(maximum=MAX_TOP_K, description=top_k["description"].replace("{max_top_k}", str(MAX_TOP_K)))
     return loaded
 
 

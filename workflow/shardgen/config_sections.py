@@ -49,6 +49,12 @@ class ExportsConfig(Section):
 
 
 @dataclass(frozen=True)
+class CaptureConfig(Section):
+    logprobs: bool  # the chosen token's logprob and the top_k per generated token (shardgen/capture.py)
+    top_k: int
+
+
+@dataclass(frozen=True)
 class EngineConfig(Section):
     """The engine section in no backend's terms, plus the chosen backend's own settings (`engine.<backend>`, its
     schema in its settings module: shardgen.engines.BACKENDS)."""

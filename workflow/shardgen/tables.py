@@ -7,6 +7,15 @@ from shardgen.sampling import FIELDS
 MESSAGES = pa.list_(pa.struct([("role", pa.string()), ("content", pa.string())]))
 TOKENS = pa.list_(pa.int32())
 UTC = pa.timestamp("us", tz="UTC")
+# The target's distribution on a turn's generated tokens (config `capture`; shardgen/capture.py): one entry per
+# output_ids position: the chosen token's logprob, and the top-k token ids and logprobs (k = capture.top_k; empty
+# lists at k 0). Null: the turn was generated without capture.
+TOKEN_LOGPROBS = pa.list_(pa.float32())
+TOP_IDS = pa.list_(pa.list_(pa.int32()))
+TOP_LOGPROBS = pa.list_(pa.list_(pa.float32()))
+# Per turn, from the chosen-token logprobs (null without capture): their mean and minimum, and the mean over
+# positions of the top-k entropy -sum(p log p) over the k entries (null at k 0). shardgen/capture.py computes them.
+TURN_SIGNAL = [("logprob_mean", pa.float64()), ("logprob_min", pa.float64()), ("topk_entropy_mean", pa.float64())]
 # One column per sampling field (shardgen.sampling.FIELDS), in its declared order: an integer field is int32, a
 # number float64.
 SAMPLING = [(f.name, pa.int32() if f.kind == "integer" else pa.float64()) for f in FIELDS]
@@ -47,6 +56,8 @@ PART = pa.schema([
     # The sampling the request was sent with (a source's listed field: this prompt's value). A part written
     # before these columns reads them as null (db.parquet_view).
     *SAMPLING,
+    # Capture (config `capture`), committed with the turn: null when off, or in a part written before it existed.
+    ("token_logprobs", TOKEN_LOGPROBS), ("top_ids", TOP_IDS), ("top_logprobs", TOP_LOGPROBS), *TURN_SIGNAL,
 ])
 DATASET = pa.schema([
     ("prompt_id", pa.string()), ("gen_key", pa.string()), ("source", pa.string()), ("messages", MESSAGES), ("prompt_ids", TOKENS),
@@ -60,10 +71,19 @@ DATASET = pa.schema([
     # The sampling the turn was generated with (its part row's; null for a row generated before they were kept),
     # and where the prompt set's values came from (its prompts row's sampling_origin).
     *SAMPLING, ("sampling_origin", pa.string()),
+    # How sure the target was of the turn (its part row's; null where it was generated without capture).
+    *TURN_SIGNAL,
     # The answer split at model.reasoning_tags by merge (shardgen/merge/reasoning.py): content (the whole
     # completion where nothing was split), reasoning_content (null: none, or never closed), reasoning_unclosed
     # (opened, never closed: flagged, not split).
     ("content", pa.string()), ("reasoning_content", pa.string()), ("reasoning_unclosed", pa.bool_()),
+])
+# The capture sidecar, exports/turns.topk.parquet: one row per turns.jsonl row whose turn was captured (same id),
+# one entry per loss-masked position (the turn's output_ids, in order); compact: int32 ids, float16 logprobs.
+# Hidden states can join it later as more columns of the same rows and positions.
+TOPK_SIDECAR = pa.schema([
+    ("id", pa.string()), ("logprobs", pa.list_(pa.float16())), ("top_ids", TOP_IDS),
+    ("top_logprobs", pa.list_(pa.list_(pa.float16()))),
 ])
 # SGLang's scheduler lines per interval (engines/telemetry.py parses them), plus our own "client" rows.
 TELEMETRY = pa.schema([

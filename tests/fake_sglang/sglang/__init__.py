@@ -67,6 +67,7 @@ class Engine:
         self.scheduler = subprocess.Popen([sys.executable, "-c", SCHEDULER, str(self.cap), throughput])
         ENGINES.append(self)
         self.seen_rids: set[str] = set()
+        self.logprob_args: list[dict] = []  # each request's logprob arguments, as the adapter passed them
         self.bound_loop = None
 
     def get_server_info(self) -> dict:
@@ -75,7 +76,8 @@ class Engine:
         return {**vars(self.server_args), "version": VERSION,
                 "internal_states": [{"effective_max_running_requests_per_dp": self.cap, "last_gen_throughput": 0.0}]}
 
-    async def async_generate(self, prompt=None, sampling_params=None, input_ids=None, rid=None, **_):
+    async def async_generate(self, prompt=None, sampling_params=None, input_ids=None, rid=None, return_logprob=False,
+                             top_logprobs_num=None, logprob_start_len=None, **_):
         loop = asyncio.get_running_loop()
         if self.bound_loop is None:
             self.bound_loop = loop
@@ -84,6 +86,8 @@ class Engine:
         if rid in self.seen_rids:
             raise ValueError(f"Duplicate request ID {rid}")
         self.seen_rids.add(rid)
+        self.logprob_args.append({"return_logprob": return_logprob, "top_logprobs_num": top_logprobs_num,
+                                  "logprob_start_len": logprob_start_len})
         n_seen = len(self.seen_rids)
         if self.oom_after and n_seen > self.oom_after:
             sys.stderr.write("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n")
@@ -110,6 +114,13 @@ class Engine:
         else:
             output = [(t * 7) % 50 + 100 for t in range(n)]
             meta.update(completion_tokens=n, finish_reason={"type": "length", "length": n})
+        if return_logprob:  # one entry per generated token, the matched stop token included; no token texts
+            chosen = [*output, *([stops[-1]] if meta["finish_reason"]["type"] == "stop" else [])]
+            lps = [-0.25 * (i % 4) - 0.05 for i in range(len(chosen))]
+            meta["output_token_logprobs"] = [(lp, t, None) for lp, t in zip(lps, chosen)]
+            meta["output_top_logprobs"] = [  # the chosen token first (greedy), then others less likely
+                [(lp, t, None), *((lp - 1.0 - j, 1000 + j, None) for j in range((top_logprobs_num or 0) - 1))]
+                if top_logprobs_num else None for lp, t in zip(lps, chosen)]
         return {"text": " ".join(map(str, output)), "output_ids": output, "meta_info": meta}
 
     def generate(self, input_ids=None, sampling_params=None, **_):

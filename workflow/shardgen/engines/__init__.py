@@ -53,6 +53,11 @@ class Result:
     prompt_tokens: int
     cached_tokens: int = 0
     error: str | None = None
+    # Under capture (config `capture`, shardgen/capture.py: what a logprob is), per generated token: the chosen
+    # token's logprob, and the top-k ids and logprobs, most likely first; None when not asked.
+    logprobs: list[float] | None = None
+    top_ids: list[list[int]] | None = None
+    top_logprobs: list[list[float]] | None = None
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ import signal
 from collections.abc import Sequence
 from pathlib import Path
 
+from shardgen.capture import Capture
 from shardgen.config_sections import EngineConfig
 from shardgen.engines import (EngineInfo, LogLine, Request, Result, mamba_auto, sglang_running_cap, sglang_tune,
                               telemetry)
@@ -54,6 +55,7 @@ class SGLangEngine:
                                       trust_remote_code=model.trust_remote_code)
         self.stop_ids = model.stop_token_ids
         self.extra_sampling = extra_sampling or {}
+        self.capture_args = capture_args(Capture.of(config))
         self.startup: dict = {}
         self.watchdog = watchdog
         workdir.mkdir(parents=True, exist_ok=True)
@@ -189,7 +191,7 @@ class SGLangEngine:
     async def generate(self, request: Request) -> Result:
         sampling = {**request.sampling, "stop_token_ids": self.stop_ids, **self.extra_sampling}
         result = _result(await self.engine.async_generate(input_ids=request.prompt_ids, sampling_params=sampling,
-                                                          rid=request.rid))
+                                                          rid=request.rid, **self.capture_args))
         self.telemetry.completed(len(result.output_ids))
         if self.watchdog:
             self.watchdog.progress()
@@ -199,7 +201,8 @@ class SGLangEngine:
         """SGLang's own batch call, `Engine.generate(list)`, with nothing of shardgen's around it: the bare engine a
         benchmark compares shardgen's driver against. Blocks until every prompt is done; results in input order."""
         params = [{**s, "stop_token_ids": self.stop_ids, **self.extra_sampling} for s in sampling]
-        return [_result(out) for out in self.engine.generate(input_ids=prompt_ids, sampling_params=params)]
+        return [_result(out) for out in self.engine.generate(input_ids=prompt_ids, sampling_params=params,
+                                                             **self.capture_args)]
 
     def flush_telemetry(self) -> None:
         """Write the telemetry seen so far (a benchmark reads it between runs on one engine)."""
@@ -223,6 +226,31 @@ class SGLangEngine:
             self._close_taps()
 
 
+def capture_args(capture: Capture | None) -> dict:
+    """Engine.generate's arguments for capture (none when off): the chosen token's logprob and the top k
+    (`top_logprobs_num`; 0 = none), for the output tokens only: `logprob_start_len` -1 is SGLang's "output only"
+    (it scores at most the prompt's last position, and keeps the prefix cache's match whole). Token texts are left
+    out (`return_text_in_logprobs` stays False). What SGLang reports is log_softmax(logits / temperature) before
+    top-k/top-p truncation, as long as SGLANG_RETURN_ORIGINAL_LOGPROB is unset (shardgen.capture says why)."""
+    if capture is None:
+        return {}
+    return {"return_logprob": True, "top_logprobs_num": capture.top_k, "logprob_start_len": -1}
+
+
+def _captured(meta: dict) -> dict:
+    """Result's capture fields from meta_info: `output_token_logprobs` (one (logprob, token_id, text) per output
+    token) and `output_top_logprobs` (per output token, a list of such tuples, most likely first; None or empty at
+    k 0). Nothing when the request asked for none."""
+    chosen = meta.get("output_token_logprobs")
+    if chosen is None:
+        return {}
+    number = lambda x: float("nan") if x is None else float(x)  # noqa: E731
+    top = [list(position or ()) for position in meta.get("output_top_logprobs") or [[] for _ in chosen]]
+    return {"logprobs": [number(entry[0]) for entry in chosen],
+            "top_ids": [[int(entry[1]) for entry in position] for position in top],
+            "top_logprobs": [[number(entry[0]) for entry in position] for position in top]}
+
+
 def _result(out: dict) -> Result:
     """One SGLang output dict as a Result; the contract keeps the stop token, which SGLang may leave out."""
     meta = out["meta_info"]
@@ -236,4 +264,4 @@ def _result(out: dict) -> Result:
     if kind not in ("stop", "length"):
         error = (finish.get("message") if isinstance(finish, dict) else None) or f"finish_reason {finish!r}"
     return Result(output_ids, out.get("text", ""), kind if error is None else "abort", meta["prompt_tokens"],
-                  meta.get("cached_tokens") or 0, error)
+                  meta.get("cached_tokens") or 0, error, **_captured(meta))

@@ -9,6 +9,7 @@ import signal
 from collections.abc import Sequence
 from pathlib import Path
 
+from shardgen.capture import Capture
 from shardgen.config import ConfigError
 from shardgen.config_sections import EngineConfig
 from shardgen.engines import EngineInfo, LogLine, Request, Result, RunSettings, recorded_numerics
@@ -57,6 +58,7 @@ class TransformersEngine:
         self.model = AutoModelForCausalLM.from_pretrained(
             model.path, trust_remote_code=model.trust_remote_code, dtype=getattr(torch, self.args["dtype"])
         ).to(device).eval()
+        self.capture = Capture.of(config)
         self.stop_ids = set(model.stop_token_ids)
         self.pad_id = model.tokenizer.pad_token_id if model.tokenizer.pad_token_id is not None else 0
         self.info = self.info_from_record({"backend": "transformers", "max_running_requests": self.max_running_requests,
@@ -162,12 +164,50 @@ class TransformersEngine:
         for i, r in enumerate(requests):  # left padding, so every row's generation starts at `width`
             ids[i, width - len(r.prompt_ids):] = torch.tensor(r.prompt_ids)
             mask[i, width - len(r.prompt_ids):] = 1
+        recorder = self._recorder(requests[0].sampling["temperature"]) if self.capture else None
         with torch.inference_mode():
             out = self.model.generate(ids, attention_mask=mask, **hf_sampling(requests[0].sampling),
-                                      eos_token_id=sorted(self.stop_ids), pad_token_id=self.pad_id)
-        return [self._result(r, out[i, width:].tolist()) for i, r in enumerate(requests)]
+                                      eos_token_id=sorted(self.stop_ids), pad_token_id=self.pad_id,
+                                      **({"logits_processor": [recorder]} if recorder else {}))
+        captured = recorder.rows(out) if recorder else [{}] * len(requests)
+        return [self._result(r, out[i, width:].tolist(), captured[i]) for i, r in enumerate(requests)]
 
-    def _result(self, request: Request, generated: list[int]) -> Result:
+    def _recorder(self, temperature: float):
+        """A logits processor that records the capture (shardgen.capture: what a logprob is). HF runs the
+        processors it is given after its own (the repetition penalty) and before the warpers (temperature, top-k,
+        top-p, min-p): it sees the logits SGLang's sampler starts from, and divides them by the temperature itself
+        (greedy: 1). Memory: one [batch, vocab] row of logprobs at a time, and k entries per token."""
+        from transformers import LogitsProcessor
+
+        torch, k = self.torch, self.capture.top_k
+
+        class Recorder(LogitsProcessor):
+            def __init__(self):
+                self.chosen, self.top_ids, self.top_logprobs, self.last = [], [], [], None
+
+            def __call__(self, input_ids, scores):
+                if self.last is not None:  # the token chosen at the step before is input_ids' last
+                    self.chosen.append(self.last.gather(1, input_ids[:, -1:]).squeeze(1))
+                self.last = torch.log_softmax(scores.float() / (temperature or 1.0), dim=-1)
+                if k:
+                    values, ids = self.last.topk(min(k, self.last.shape[-1]), dim=-1)
+                    self.top_ids.append(ids)
+                    self.top_logprobs.append(values)
+                return scores
+
+            def rows(self, sequences) -> list[dict]:
+                """Per batch row: the Result capture fields over every step generated (cut to its output later)."""
+                if self.last is not None:
+                    self.chosen.append(self.last.gather(1, sequences[:, -1:]).squeeze(1))
+                chosen = torch.stack(self.chosen, 1).tolist() if self.chosen else [[] for _ in sequences]
+                steps = len(self.chosen)
+                ids = torch.stack(self.top_ids, 1).tolist() if k and steps else [[[] for _ in range(steps)]] * len(sequences)
+                lps = torch.stack(self.top_logprobs, 1).tolist() if k and steps else ids
+                return [{"logprobs": c, "top_ids": i, "top_logprobs": lp} for c, i, lp in zip(chosen, ids, lps)]
+
+        return Recorder()
+
+    def _result(self, request: Request, generated: list[int], captured: dict | None = None) -> Result:
         if (marker := engine_abort_marker()) and marker in self.model_info.decode(request.prompt_ids):
             return Result([], "", "abort", len(request.prompt_ids),
                           error=f"simulated engine abort on {marker!r} (SHARDGEN_FAULT)")
@@ -176,7 +216,8 @@ class TransformersEngine:
             output, reason = generated[:stop_at + 1], "stop"
         else:
             output, reason = generated[:request.sampling["max_new_tokens"]], "length"
-        return Result(output, self.model_info.decode(output), reason, len(request.prompt_ids))
+        captured = {name: values[:len(output)] for name, values in (captured or {}).items()}
+        return Result(output, self.model_info.decode(output), reason, len(request.prompt_ids), **captured)
 
     def kill(self) -> None:
         os.kill(os.getpid(), signal.SIGKILL)  # one process: the engine lives in it

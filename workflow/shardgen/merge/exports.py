@@ -14,7 +14,11 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from shardgen import db
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from shardgen import db, tables
+from shardgen.capture import MAX_TOP_K
 from shardgen.atomic import committed, write_text
 from shardgen.layout import Layout
 from shardgen.merge import reasoning
@@ -28,6 +32,9 @@ EXPORTS = {
     "sharegpt.jsonl": ("export_sharegpt", "json"),  # FastChat: {id, system, conversations[{from, value}]}
     "messages.jsonl": ("export_messages", "json"),  # SpecForge train_data_path: {id, conversations[{role, content, reasoning_content}]}
     "reasoning.jsonl": ("export_reasoning", "json"),  # SpecForge expand_reasoning_conversations.py: {id, status, conversations}
+    # the capture sidecar (config `capture`): turns.jsonl's ids, an entry per loss-masked position; always written,
+    # with no rows when nothing was captured, so the merge's outputs are the same set either way
+    "turns.topk.parquet": ("export_topk", "sidecar"),
 }
 MANIFEST = "manifest.json"  # the sidecar: what the rows were rendered with (not row fields: trainers read those)
 LOSS_MASK = {
@@ -37,6 +44,7 @@ LOSS_MASK = {
               "included (re-rendered by the template there)",
 }
 OPTIONS = {"json": "FORMAT json", "parquet": "FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE 16384"}
+SIDECAR_BATCH = 4096  # rows per record batch streamed from DuckDB into the sidecar's writer
 
 
 @dataclass(frozen=True)
@@ -86,10 +94,44 @@ def write_exports(con, layout: Layout, rules: ExportRules | None = None) -> dict
     layout.exports_dir.mkdir(parents=True, exist_ok=True)
     for name, (query, fmt) in EXPORTS.items():
         with committed(layout.export(name)) as tmp:
-            con.execute(f"COPY ({db.prepared(con, query)}) TO {db.quote(tmp)} ({OPTIONS[fmt]})")
+            if fmt == "sidecar":
+                write_sidecar(con, db.prepared(con, query), tmp)
+            else:
+                con.execute(f"COPY ({db.prepared(con, query)}) TO {db.quote(tmp)} ({OPTIONS[fmt]})")
     counts = db.query(con, "export_counts")[0]
     counts["reasoning_rows"] = con.execute(f"SELECT count(*) FROM ({db.prepared(con, 'export_reasoning')})").fetchall()[0][0]
     return {"on_length": rules.on_length, "reasoning_tags": rules.reasoning_tags, **counts}
+
+
+def write_sidecar(con, query: str, path: Path) -> None:
+    """The capture sidecar in its compact layout (tables.TOPK_SIDECAR: float16 logprobs, which DuckDB cannot
+    write): the query's rows streamed in record batches, each cast and appended, so memory holds one batch."""
+    schema = tables.TOPK_SIDECAR
+    reader = con.sql(query).to_arrow_reader(SIDECAR_BATCH)
+    with pq.ParquetWriter(path, schema, compression="zstd") as writer:
+        for batch in reader:
+            writer.write_table(pa.Table.from_batches([batch]).cast(schema))
+
+
+def capture_manifest(config, layout: Layout) -> dict:
+    """The manifest's description of the capture sidecar: its settings, rows and layout."""
+    path = layout.export("turns.topk.parquet")
+    rows = pq.ParquetFile(path).metadata.num_rows if path.is_file() else 0
+    section = getattr(config, "capture", None)
+    return {
+        "logprobs": bool(section and section.logprobs), "top_k": section.top_k if section else None,
+        "max_top_k": MAX_TOP_K, "file": str(path), "rows": rows,
+        "rows_are": "one per turns.jsonl row (same id) whose turn was generated with capture on; none for a turn "
+                    "generated without it (capture off, or committed before it was turned on)",
+        "positions": "one entry per loss-masked position of the turns.jsonl row (its output_ids), in order",
+        "columns": {"id": "turns.jsonl's id (conversation_id#turn)",
+                    "logprobs": "float16 per position: the chosen token's logprob",
+                    "top_ids": "int32 k per position: the k most likely tokens, most likely first",
+                    "top_logprobs": "float16 k per position: their logprobs"},
+        "logprob": "log_softmax(logits / temperature) over the whole vocabulary, after logit penalties and before "
+                   "top-k/top-p/min-p truncation (greedy: temperature 1); SGLang's default, and the CPU engine's",
+        "padding": "a position the engine gave no logprob for (a stop token left out of its logprobs): NaN, ids -1",
+    }
 
 
 def manifest(config, layout: Layout, text_exports: dict) -> dict:
@@ -105,6 +147,7 @@ def manifest(config, layout: Layout, text_exports: dict) -> dict:
         "files": [str(p) for p in paths(layout)],
         "loss_mask": LOSS_MASK,
         "text_exports": text_exports,
+        "capture": capture_manifest(config, layout),
         "note": "messages.jsonl carries each conversation's system turn exactly as regeneration rendered it; none "
                 "means none was rendered (SpecForge then injects its template's default system prompt)",
     }

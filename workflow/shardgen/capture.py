@@ -1,0 +1,55 @@
+"""Capture of the target's distribution on the tokens it generates (config `capture`): what both engines report
+(`Result.logprobs`, `top_ids`, `top_logprobs`), how it is aligned with a turn's output_ids, and the per-turn signal
+the dataset carries (tables.TURN_SIGNAL).
+
+What a logprob is, in both engines: log_softmax(logits / temperature) over the whole vocabulary, after the logit
+penalties and before the top-k/top-p/min-p truncation (SGLang's default, without SGLANG_RETURN_ORIGINAL_LOGPROB;
+greedy = temperature 1). So the chosen token's logprob is the model's own at the sampling temperature, and the
+top-k are the k most likely tokens of that distribution, never cut by the request's top_k or top_p. The CPU engine
+computes it from HF generate's raw logits; it leaves out repetition_penalty (HF applies it in a processor whose
+output is already truncated), the one difference, and only where that field is set away from 1."""
+
+import math
+from dataclasses import dataclass
+
+MAX_TOP_K = 64  # the schema's maximum for capture.top_k (workflow/schemas/config.schema.yaml says it too)
+
+
+@dataclass(frozen=True)
+class Capture:
+    """What a request asks the engine for: the chosen token's logprob, and the top `top_k` (0: the chosen only)."""
+    top_k: int
+
+    @classmethod
+    def of(cls, config) -> "Capture | None":
+        """The config's capture, None when off (or a config without the section: a test's stand-in)."""
+        section = getattr(config, "capture", None)
+        return cls(section.top_k) if section is not None and section.logprobs else None
+
+
+def aligned(n: int, logprobs: list | None, top_ids: list | None, top_logprobs: list | None, k: int) -> dict:
+    """The part row's capture columns for a turn of `n` output ids: one entry per position, cut to `n` or padded
+    at the end (an engine that leaves the stop token out of its logprobs: NaN, and k ids of -1); all null when the
+    engine gave nothing (capture off, or an aborted request)."""
+    if logprobs is None:
+        return {"token_logprobs": None, "top_ids": None, "top_logprobs": None}
+    top_ids = [list(ids)[:k] for ids in (top_ids or [])][:n]
+    top_logprobs = [list(lps)[:k] for lps in (top_logprobs or [])][:n]
+    logprobs = [float(x) for x in logprobs][:n]
+    logprobs += [math.nan] * (n - len(logprobs))
+    top_ids += [[-1] * k] * (n - len(top_ids))
+    top_logprobs += [[math.nan] * k] * (n - len(top_logprobs))
+    return {"token_logprobs": logprobs, "top_ids": top_ids, "top_logprobs": top_logprobs}
+
+
+def turn_signal(token_logprobs: list[float] | None, top_logprobs: list[list[float]] | None) -> dict:
+    """tables.TURN_SIGNAL of a turn: mean and minimum chosen-token logprob, and the mean over positions of the
+    top-k entropy -sum(p log p) over the k entries (a lower bound of the full entropy, reaching it as k grows;
+    null at k 0). Positions an engine left without a value (NaN) are left out."""
+    values = [x for x in token_logprobs or () if not math.isnan(x)]
+    if not values:
+        return {"logprob_mean": None, "logprob_min": None, "topk_entropy_mean": None}
+    entropies = [-sum(math.exp(lp) * lp for lp in row if not math.isnan(lp) and lp > -math.inf)
+                 for row in top_logprobs or () if row and not math.isnan(row[0])]
+    return {"logprob_mean": sum(values) / len(values), "logprob_min": min(values),
+            "topk_entropy_mean": sum(entropies) / len(entropies) if entropies else None}
