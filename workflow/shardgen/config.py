@@ -83,7 +83,8 @@ class Config:
         return config
 
     def _check_sampling_applies(self) -> None:
-        """Every sampling value the config writes is one engine.backend can apply (the backend registry's applies_sampling)."""
+        """Every sampling value the config writes is one engine.backend can apply (the backend registry's
+        applies_sampling)."""
         check_sampling(self.engine.backend, self.defaults.as_dict(), "defaults")
         for i, source in enumerate(self.sources):
             check_sampling(self.engine.backend, source.sampling.as_dict(), f"sources[{i}].sampling")

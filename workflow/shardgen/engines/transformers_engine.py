@@ -33,7 +33,8 @@ def hf_sampling(sampling: dict) -> dict:
     (temperature 0) leaves out the fields it goes without (SamplingField.greedy_ignores)."""
     sample = sampling["temperature"] > 0
     args = {}
-    for field in (f for f in FIELDS if f.generation_config):  # what it applies (the backend registry's applies_sampling)
+    # what it applies (the backend registry's applies_sampling)
+    for field in (f for f in FIELDS if f.generation_config):
         value = sampling[field.name]
         if sample and value == field.neutral and field.generation_config_off is not None:
             value = field.generation_config_off  # the engines' off (top_k -1) in HF's terms (0)
