@@ -2,7 +2,7 @@
 closed and unclosed reasoning), for the export and loader tests: a test-only engine answers each user text with its
 script's text, tokenized by the model's tokenizer, plus the end-of-turn token when it stops (as the engines return
 them), and the text decoded from those ids with special tokens skipped (as the engines do). The fixtures of the
-model folders these runs use (qwen3_model, qwen3_real_model) live in this folder's conftest.py."""
+model folders these runs use (qwen3_model, qwen3_real_model) live in tests/conftest.py."""
 
 import json
 from pathlib import Path
@@ -14,7 +14,6 @@ import yaml
 from helpers import FakeEngine, stage
 
 REPO = Path(__file__).resolve().parents[2]
-QWEN3 = REPO / "tests" / "data" / "qwen3"
 USER = "<|im_start|>user\n"
 # In a script's answer text, a place where the model chose its own token boundary: the pieces are tokenized apart,
 # so the generated ids are not the ones the tokenizer gives the whole text (a real model does this at times).
