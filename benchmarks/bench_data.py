@@ -128,7 +128,8 @@ def synthesize_parts(layout: Layout, shards: int, out_tokens: int, per_part: int
             ids = _lists(lengths, pa.array(rng.integers(5, 2048, size=int(lengths.sum()), dtype=np.int32)))
             finished = [t0 + timedelta(milliseconds=int(x)) for x in rng.integers(0, 3_600_000, size=n)]
             table = pa.table({
-                "prompt_id": batch["prompt_id"], "gen_key": batch["gen_key"], "shard": pa.array([shard] * n, pa.int32()),
+                "prompt_id": batch["prompt_id"], "gen_key": batch["gen_key"],
+                "shard": pa.array([shard] * n, pa.int32()),
                 "attempt": pa.array([1] * n, pa.int32()), "completion": pa.array(["x " * 40] * n),
                 "output_ids": ids, "finish_reason": pa.array(["length"] * n), "prompt_tokens": batch["prompt_tokens"],
                 "completion_tokens": pa.array(lengths, pa.int32()), "cached_tokens": pa.array([0] * n, pa.int32()),

@@ -110,7 +110,8 @@ def bench_scale(args, work: Path, rows: int) -> dict:
     base = work / f"scale-{rows}"
     from shardgen.demo_model import build
 
-    model = build(work / "demo-model", CORPUS) if not (work / "demo-model" / "config.json").exists() else work / "demo-model"
+    model = (build(work / "demo-model", CORPUS) if not (work / "demo-model" / "config.json").exists()
+             else work / "demo-model")
     config = config_for(base, model, base / "unused.jsonl", args.shards, 512)
     layout = Layout(base / "results")
     t = time.perf_counter()

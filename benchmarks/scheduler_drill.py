@@ -3,10 +3,12 @@
     python benchmarks/scheduler_drill.py --config W/config.yaml --out drill.json [--cores 16]
 
 Derives its own config from the benchmark's (variable_length.py make): results in a folder of its own, at most
---limit rows per source, --max-new tokens each, a part every 64 records, the same engine and cache_dir. Runs `snakemake --cores N --resources gpu=1` on the config (its profile's `retries` restart the shard), waits
+--limit rows per source, --max-new tokens each, a part every 64 records, the same engine and cache_dir. Runs
+`snakemake --cores N --resources gpu=1` on the config (its profile's `retries` restart the shard), waits
 until the shard has committed parts, SIGKILLs the process whose command line holds --match (SGLang names its
-scheduler `sglang::scheduler...`), samples `shardgen status` (each shard's state: generating, down:CAUSE, ...) every --every seconds until the workflow ends, then
-counts the dataset's rows and distinct prompt_ids against the prompts, and the attempts the shard logged.
+scheduler `sglang::scheduler...`), samples `shardgen status` (each shard's state: generating, down:CAUSE, ...)
+every --every seconds until the workflow ends, then counts the dataset's rows and distinct prompt_ids against the
+prompts, and the attempts the shard logged.
 """
 
 import argparse
@@ -94,7 +96,8 @@ def drill(config_path: Path, cores: int, match: str, every: float, log: Path) ->
         time.sleep(every)
     con = duckdb.connect()
     dataset = str(layout.dataset_dir / "*.parquet")
-    rows, distinct = con.execute(f"SELECT count(*), count(DISTINCT prompt_id) FROM read_parquet('{dataset}')").fetchall()[0]
+    rows, distinct = con.execute(
+        f"SELECT count(*), count(DISTINCT prompt_id) FROM read_parquet('{dataset}')").fetchall()[0]
     parts_rows, parts_distinct = con.execute(
         f"SELECT count(*), count(DISTINCT prompt_id) FROM read_parquet('{layout.parts_glob}')").fetchall()[0]
     prompts = con.execute(f"SELECT count(*) FROM read_parquet('{layout.prompts}')").fetchall()[0][0]
@@ -115,7 +118,8 @@ def main() -> None:
     ap.add_argument("--limit", type=int, default=300)
     ap.add_argument("--max-new", type=int, default=256)
     args = ap.parse_args()
-    result = drill(derive(args.config, args.limit, args.max_new), args.cores, args.match, args.every, args.out.with_suffix(".snakemake.log"))
+    result = drill(derive(args.config, args.limit, args.max_new), args.cores, args.match, args.every,
+                   args.out.with_suffix(".snakemake.log"))
     args.out.write_text(json.dumps(result, indent=1, default=str) + "\n")
     print(json.dumps({k: v for k, v in result.items() if k not in ("status_samples", "attempts")}, default=str))
 

@@ -147,7 +147,8 @@ def collect(config_path: Path, arms_path: Path, workflow_wall: float, out: Path)
     started = next(datetime.fromisoformat(e["started_at"]) for e in events if "started_at" in e)
     ready = next(datetime.fromisoformat(e["at"]) for e in events if e.get("event") == "engine_started")
     b = _with_floor({"arm": "b", "requests": n, "wall_s": round(wall, 2), "completion_tokens": int(tokens),
-                     "output_tps": round(tokens / wall, 1), "engine_start_s": round((ready - started).total_seconds(), 1),
+                     "output_tps": round(tokens / wall, 1),
+                     "engine_start_s": round((ready - started).total_seconds(), 1),
                      "workflow_wall_s": round(workflow_wall, 1), **_telemetry(shard_dir, first, last)}, int(longest))
     saved = json.loads(arms_path.read_text())
     a, a_prime = saved["arms"]["a"], saved["arms"]["a_prime"]

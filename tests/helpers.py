@@ -139,7 +139,8 @@ def check_results(work: Path) -> dict:
     res = work / "results"
     q = lambda sql: duckdb.sql(sql.replace("RES", str(res))).fetchall()  # noqa: E731
     # one row per generated turn (a first-turn source: turn 1 only), one turn 1 per prompt (conversation)
-    assert q("""SELECT count(*) FILTER (turn = 1), count(DISTINCT prompt_id), count(*) - count(DISTINCT (prompt_id, turn))
+    assert q("""SELECT count(*) FILTER (turn = 1), count(DISTINCT prompt_id),
+                       count(*) - count(DISTINCT (prompt_id, turn))
                 FROM 'RES/dataset/*.parquet'""")[0] == \
         q("SELECT count(*), count(*), 0 FROM 'RES/prompts/prompts.parquet'")[0]
     assert q("""SELECT count(*) FROM 'RES/prompts/prompts.parquet' p

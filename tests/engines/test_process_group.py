@@ -33,7 +33,8 @@ def test_a_timeout_ends_the_whole_process_group():
 
 
 def test_the_slurm_test_starts_its_snakemake_in_its_own_process_group(tmp_path):
-    spec = importlib.util.spec_from_file_location("slurm_test", Path(__file__).parent.parent / "slurm" / "test_slurm.py")
+    spec = importlib.util.spec_from_file_location("slurm_test",
+                                                  Path(__file__).parent.parent / "slurm" / "test_slurm.py")
     slurm_test = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(slurm_test)
     with own_group(slurm_test.snakemake(tmp_path), grace_s=5) as proc:

@@ -98,7 +98,8 @@ def test_generate_through_the_adapter(make_config, write_jsonl, version, monkeyp
     monkeypatch.setenv("SHARDGEN_GPU_LOCK_DIR", str(Path(write_jsonl("x", [])).parent / "locks"))
     rows = [{"query": f"Question {i}: " + "why " * i} for i in range(40)]
     cfg = make_config([{"name": "q", "path": write_jsonl("q.jsonl", rows), "format": "query_response"}],
-                      engine={"backend": "sglang", "mamba_strategy": "no_buffer", "max_running_requests": 6, "inflight": 2.0, "args": {}},
+                      engine={"backend": "sglang", "mamba_strategy": "no_buffer", "max_running_requests": 6,
+                              "inflight": 2.0, "args": {}},
                       gpus=1, checkpoint={"every_records": 8, "every_seconds": 1})
     layout = Layout(cfg.results)
     build_prompts(cfg, layout.prompts_dir)
@@ -177,7 +178,6 @@ def test_the_gpu_demo_overlay_maps_onto_both_versions(fields):
 def test_capture_sends_the_logprob_arguments_and_reads_meta_info(fake_sglang, monkeypatch, tmp_path):
     """The adapter asks the fake SGLang for the chosen token's logprob and the top k, output tokens only, and
     reads output_token_logprobs / output_top_logprobs into the Result (the matched stop token's included)."""
-    import asyncio
     from types import SimpleNamespace
 
     import sglang

@@ -50,7 +50,7 @@ def turns(layout: Layout) -> dict:
 
 @pytest.fixture
 def two_runs(make_config, write_jsonl, tmp_path):
-    off = run(make_config, write_jsonl, {})
+    run(make_config, write_jsonl, {})
     shutil.move(tmp_path / "results", tmp_path / "off")
     on = run(make_config, write_jsonl, {"logprobs": True, "top_k": 5})
     return Layout(tmp_path / "off"), on

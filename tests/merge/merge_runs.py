@@ -1,13 +1,10 @@
 """Runs through prompts, split, generate and merge whose answers are scripted per user turn (stops, cuts by length,
 closed and unclosed reasoning), for the export and loader tests: a test-only engine answers each user text with its
 script's text, tokenized by the model's tokenizer, plus the end-of-turn token when it stops (as the engines return
-them), and the text decoded from those ids with special tokens skipped (as the engines do). qwen3_model: the
-fixture of a Qwen3-style model folder; qwen3_real_model: Qwen3's own tokenizer, template and generation config
-(tests/data/qwen3); import them into a test module to use them."""
+them), and the text decoded from those ids with special tokens skipped (as the engines do). The fixtures of the
+model folders these runs use (qwen3_model, qwen3_real_model) live in tests/conftest.py."""
 
 import json
-import lzma
-import shutil
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -17,7 +14,6 @@ import yaml
 from helpers import FakeEngine, stage
 
 REPO = Path(__file__).resolve().parents[2]
-QWEN3 = REPO / "tests" / "data" / "qwen3"
 USER = "<|im_start|>user\n"
 # In a script's answer text, a place where the model chose its own token boundary: the pieces are tokenized apart,
 # so the generated ids are not the ones the tokenizer gives the whole text (a real model does this at times).
@@ -69,7 +65,8 @@ class ScriptedEngine(FakeEngine):
         self.prompts.append(request.prompt_ids)
         text, reason = self.reply(self.tokenizer.decode(request.prompt_ids))
         reason, _, stop = reason.partition(":")
-        ids = [i for piece in text.split(TOKEN_BREAK) for i in self.tokenizer(piece, add_special_tokens=False).input_ids]
+        ids = [i for piece in text.split(TOKEN_BREAK)
+               for i in self.tokenizer(piece, add_special_tokens=False).input_ids]
         if reason == "stop":
             ids.append(self.tokenizer.convert_tokens_to_ids(stop) if stop else self.end)
         return Result(ids, self.tokenizer.decode(ids, skip_special_tokens=True), reason, len(request.prompt_ids))
@@ -118,38 +115,6 @@ def scripted_run(model_dir: Path, tmp: Path, *, on_length: str = "end_conversati
         first_user = next(m["content"] for m in row["messages"] if m["role"] == "user")
         by_name.setdefault(users[first_user], []).append(row)
     return config, layout, by_name, tokenizer
-
-
-@pytest.fixture(scope="module")
-def qwen3_model(demo_model, tmp_path_factory) -> Path:
-    """The demo model's folder with the Qwen3-style template of tests/pipeline/test_thinking_template.py (or
-    QWEN3_CHAT_TEMPLATE's file) and <think>/</think> as single non-special added tokens, as in Qwen3's tokenizer
-    (no weights: the engines of these tests are scripted). Qwen3's own template renders an assistant message's
-    `reasoning_content` where it has one and splits its content at `</think>` only where not; the written one
-    has only the split, so that branch is added here (Qwen3's own file already has it)."""
-    from helpers import QWEN3_STYLE, TEMPLATE, thinking_model
-
-    template, split = TEMPLATE, "{%- if '</think>' in content %}"
-    if template == QWEN3_STYLE:
-        assert split in template
-        template = template.replace(split, "{%- if m['reasoning_content'] is string %}"
-                                           "{%- set reasoning = m['reasoning_content'] %}{%- elif '</think>' in content %}")
-    return thinking_model(demo_model, tmp_path_factory.mktemp("qwen3") / "model", template)
-
-
-@pytest.fixture(scope="module")
-def qwen3_real_model(demo_model, tmp_path_factory) -> Path:
-    """A model folder with Qwen3's own tokenizer, chat template and generation config (tests/data/qwen3) and the
-    demo model's config at Qwen3's vocabulary (no weights: the engines of these tests are scripted). Its name holds
-    "qwen", as a Qwen3 checkpoint's does: FastChat picks its conversation template by the model path."""
-    out = tmp_path_factory.mktemp("real") / "qwen3"
-    out.mkdir()
-    (out / "tokenizer.json").write_bytes(lzma.decompress((QWEN3 / "tokenizer.json.xz").read_bytes()))
-    for name in ("tokenizer_config.json", "generation_config.json"):
-        shutil.copy(QWEN3 / name, out / name)
-    config = json.loads((demo_model / "config.json").read_text())
-    (out / "config.json").write_text(json.dumps({**config, "vocab_size": 151669}))
-    return out
 
 
 def flat(values) -> list[int]:

@@ -119,8 +119,9 @@ def test_the_manifest_names_what_made_the_tokens(scripted):
 
     manifest = json.loads(layout.export("manifest.json").read_text())
     assert manifest["model"]["template"] == ModelInfo.from_config(config.model).fingerprint["template"]
-    assert manifest["engines_per_shard"] == {"0": {"backend": "scripted", "weights": None, "kv": None, "ssm_state": None,
-                                                   "dtypes_note": "weights, kv, ssm_state: not recorded by this engine"}}
+    assert manifest["engines_per_shard"] == {
+        "0": {"backend": "scripted", "weights": None, "kv": None, "ssm_state": None,
+              "dtypes_note": "weights, kv, ssm_state: not recorded by this engine"}}
     assert manifest["model"]["model_hash_covers"].startswith("sha256 over config.json")
     from_model = {"temperature": "generation_config", "top_p": "generation_config", "top_k": "generation_config",
                   "min_p": "neutral", "repetition_penalty": "neutral"}  # the demo model's generation_config.json

@@ -18,8 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from merge_runs import (QWEN3_SCRIPT, QWEN3_THINKING_OFF, flat, qwen3_real_model, register,  # noqa: F401
-                        scripted_run, spans)  # (qwen3_real_model: a fixture)
+from merge_runs import QWEN3_SCRIPT, QWEN3_THINKING_OFF, flat, register, scripted_run, spans
 
 SCRIPTS = Path(__file__).resolve().parent / "specforge_scripts"
 CHATML_EXACT = {"assistant_header": "<|im_start|>assistant\n", "user_header": "<|im_start|>user\n",
@@ -51,7 +50,8 @@ def not_generated(tokenizer, trained: tuple[int, ...], generated: list[int]) -> 
         kinds["newline"], trained = 1, trained[:-1]
     if trained[-1:] == end and generated[-1:] != end:
         kinds["stop"], trained = 1, trained[:-1]
-    matched = sum(block.size for block in SequenceMatcher(None, trained, generated, autojunk=False).get_matching_blocks())
+    blocks = SequenceMatcher(None, trained, generated, autojunk=False).get_matching_blocks()
+    matched = sum(block.size for block in blocks)
     kinds["resplit"] = len(trained) - matched
     return +kinds
 
@@ -82,7 +82,8 @@ def test_specforge_messages_under_chatml_exact(run):
                                                 split="train"),
                                    tokenizer, chat_template=register("chatml-exact", **CHATML_EXACT), max_length=4096,
                                    num_proc=None)
-    kinds, stretches = tally([(r["input_ids"], r["loss_mask"]) for r in dataset], tokenizer, by_name, row_per_turn=False)
+    kinds, stretches = tally([(r["input_ids"], r["loss_mask"]) for r in dataset], tokenizer, by_name,
+                             row_per_turn=False)
     assert stretches == +Counter(CARRIED)
     assert kinds == {"think": 20, "resplit": 2}  # 4 on each of the 5 last turns; "St|rawberry"
 

@@ -1,6 +1,6 @@
 """The trainers' own loading code on the exports of multi-turn runs (merge_runs.SCRIPT: stops, cuts by length,
-reasoning, scripted under the demo model's template and a Qwen3-style one; and the demo's real CPU engine): SpecForge 0.2.0 (`data.prompts_path`:
-specforge/data/prompt_builder.py::prepare_prompt_tasks; `data.train_data_path`:
+reasoning, scripted under the demo model's template and a Qwen3-style one; and the demo's real CPU engine):
+SpecForge 0.2.0 (`data.prompts_path`: specforge/data/prompt_builder.py::prepare_prompt_tasks; `data.train_data_path`:
 specforge/data/preprocessing.py::build_eagle3_dataset; scripts/expand_reasoning_conversations.py, copied in
 specforge_scripts/) and speculators 0.9.0 (`prepare_data --data`:
 speculators/data_generation/preprocessing.py::load_and_preprocess_dataset). Token exports load with shardgen's exact
@@ -16,8 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from merge_runs import (QWEN3_SCRIPT, QWEN3_THINKING_OFF, qwen3_model, qwen3_real_model,  # noqa: F401
-                        register, scripted_run, spans)  # (qwen3_model, qwen3_real_model: fixtures)
+from merge_runs import QWEN3_SCRIPT, QWEN3_THINKING_OFF, register, scripted_run, spans
 
 SCRIPTS = Path(__file__).resolve().parent / "specforge_scripts"
 # What README: Exports recommends for SpecForge's train_data_path: the model's end-of-turn token without the newline

@@ -15,7 +15,8 @@ def workdir(tmp_path):
 @pytest.mark.parametrize("overlay, message", [
     ("model: {path: no/such/model}\n", "shardgen: model.path no/such/model: not found"),
     ("shards: -3\n", "shardgen: invalid config: shards: -3 is less than the minimum of 1"),
-    ("sources: [{name: a, path: no/such.jsonl, format: sharegpt}]\n", "shardgen: source 'a': file no/such.jsonl not found"),
+    ("sources: [{name: a, path: no/such.jsonl, format: sharegpt}]\n",
+     "shardgen: source 'a': file no/such.jsonl not found"),
 ])
 def test_a_config_error_prints_its_message_alone(workdir, overlay, message):
     (workdir / "config" / "test.yaml").write_text(overlay)

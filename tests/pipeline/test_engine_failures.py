@@ -26,7 +26,8 @@ def shard(make_config, write_jsonl, monkeypatch, tmp_path):
         rows = [{"query": f"Task {i}: list {i} prime numbers."} for i in range(30)]
         cfg = make_config([{"name": "q", "path": write_jsonl("q.jsonl", rows), "format": "query_response"}],
                           engine={"backend": "sglang", "max_running_requests": 4, "inflight": 1.0,
-                                  "mem_fraction_static": 0.9, "stall_seconds": stall_seconds, "args": {}},  # old spelling
+                                  # mem_fraction_static: the old spelling
+                                  "mem_fraction_static": 0.9, "stall_seconds": stall_seconds, "args": {}},
                           gpus=1, checkpoint={"every_records": 4, "every_seconds": 1})
         layout = Layout(cfg.results)
         build_prompts(cfg, layout.prompts_dir)

@@ -65,8 +65,10 @@ def test_file_level_problems_stop_before_any_row_is_processed(make_config, write
     wrong_schema = tmp_path / "w.parquet"
     pq.write_table(pa.table({"text": ["x"]}), wrong_schema)
     for bad, message in [
-        ({"name": "b", "path": str(wrong_schema), "format": "question_answer"}, r"w.parquet: format 'question_answer' needs column"),
-        ({"name": "b", "path": str(tmp_path / "nope.jsonl"), "format": "prompt"}, r"source 'b': file .*nope.jsonl not found"),
+        ({"name": "b", "path": str(wrong_schema), "format": "question_answer"},
+         r"w.parquet: format 'question_answer' needs column"),
+        ({"name": "b", "path": str(tmp_path / "nope.jsonl"), "format": "prompt"},
+         r"source 'b': file .*nope.jsonl not found"),
     ]:
         with pytest.raises(SourceError, match=message):
             build_prompts(make_config([good, bad]), tmp_path / "prompts")

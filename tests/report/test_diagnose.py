@@ -97,7 +97,8 @@ def test_cli_json(capsys):
     assert main(["diagnose", str(LOGS / "tiny-no_buffer-fa3.log"), "--json"]) == 0
     result = json.loads(capsys.readouterr().out)[str(LOGS / "tiny-no_buffer-fa3.log")]
     finding = result["findings"][0]
-    assert finding["code"] == "cuda_graph_uncovered" and "raise the CUDA-graph decode limit to 2000" in finding["advice"][0]
+    assert finding["code"] == "cuda_graph_uncovered"
+    assert "raise the CUDA-graph decode limit to 2000" in finding["advice"][0]
     assert result["efficiency"] is None and "--model" in result["efficiency_note"]
 
 

@@ -41,7 +41,8 @@ def demo_run(model: Path, out: Path, limit: int | None = None) -> Layout:
 
 @pytest.fixture(scope="module")
 def runs(demo_model, tmp_path_factory):
-    return demo_run(demo_model, tmp_path_factory.mktemp("whole")), demo_run(demo_model, tmp_path_factory.mktemp("pilot"), 12)
+    return (demo_run(demo_model, tmp_path_factory.mktemp("whole")),
+            demo_run(demo_model, tmp_path_factory.mktemp("pilot"), 12))
 
 
 def real_sizes(layout: Layout) -> dict[str, int]:

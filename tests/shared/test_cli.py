@@ -32,8 +32,8 @@ def test_status_query_and_reset(make_config, write_jsonl, capsys):
 
     assert main(["--results", results, "status"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].split() == ["shard", "prompts", "committed", "done", "state", "rate_per_s", "eta_s", "out_tok_per_s",
-                                "running", "lost_parts", "silent_s"]
+    assert lines[0].split() == ["shard", "prompts", "committed", "done", "state", "rate_per_s", "eta_s",
+                                "out_tok_per_s", "running", "lost_parts", "silent_s"]
     assert [line.split()[:4] for line in lines[2:-1]] == [["0", "3", "3", "True"], ["1", "3", "3", "True"]]
     assert lines[-1].startswith("run: 100.0% of the output tokens committed") and "ETA 0 s" in lines[-1]
 
@@ -119,7 +119,8 @@ def test_status_counts_the_parts_on_disk_and_names_lost_ones(make_config, write_
 def test_a_closed_pipe_is_quiet(make_config, write_jsonl):
     path = write_jsonl("a.jsonl", [{"query": f"Say {i}."} for i in range(6)])
     layout = stage(make_config([{"name": "a", "path": path, "format": "query_response"}]), 1)
-    code = f"import sys; from shardgen.cli import main; sys.exit(main(['--results', {str(layout.root)!r}, 'query', 'dataset']))"
+    code = (f"import sys; from shardgen.cli import main; "
+            f"sys.exit(main(['--results', {str(layout.root)!r}, 'query', 'dataset']))")
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     proc.stdout.close()  # the reader is gone before the first write, as `| head` is after its lines
     err = proc.communicate(timeout=60)[1]
@@ -157,8 +158,8 @@ def test_status_says_a_shard_is_down_when_its_process_is_gone(tmp_path, capsys):
     start_attempt(shard_dir, ENGINE)
     now = datetime.now(timezone.utc)
     row = dict.fromkeys(tables.TELEMETRY.names)
-    pq.write_table(pa.Table.from_pylist([{**row, "ts": now, "kind": "decode", "running": 256, "gen_throughput": 7485.0}],
-                                        schema=tables.TELEMETRY), telemetry_path(shard_dir, 0))
+    decode = {**row, "ts": now, "kind": "decode", "running": 256, "gen_throughput": 7485.0}
+    pq.write_table(pa.Table.from_pylist([decode], schema=tables.TELEMETRY), telemetry_path(shard_dir, 0))
     code = ("import sys, time; from pathlib import Path; from shardgen.generate import attempts\n"
             "with attempts.running(Path(sys.argv[1]), 1): time.sleep(60)")
     child = subprocess.Popen([sys.executable, "-c", code, str(shard_dir)])

@@ -19,7 +19,8 @@ def test_defaults_are_filled():
 
 
 def test_unknown_key_is_named_with_a_suggestion():
-    with pytest.raises(ConfigError, match=r"unknown key 'defaults.tempreature' \(did you mean 'defaults.temperature'\?\) in defaults"):
+    with pytest.raises(ConfigError, match=r"unknown key 'defaults.tempreature' "
+                                          r"\(did you mean 'defaults.temperature'\?\) in defaults"):
         Config.from_dict({"model": {"path": "m"}, "defaults": {"tempreature": 0.5}, "sources": [SOURCE]})
 
 
@@ -102,7 +103,8 @@ def test_a_mistyped_key_is_named_with_the_closest_one_in_a_workflow_run(tmp_path
     from conftest import copy_workflow
 
     work = copy_workflow(tmp_path)
-    (work / "config" / "typo.yaml").write_text("engine: {inflght: 3}\nsources: [{name: s, path: x.jsonl, formt: prompt}]\n")
+    (work / "config" / "typo.yaml").write_text("engine: {inflght: 3}\n"
+                                               "sources: [{name: s, path: x.jsonl, formt: prompt}]\n")
     out = subprocess.run([str(Path(sys.executable).parent / "snakemake"), "--dry-run", "--configfile",
                           "config/demo.yaml", "config/typo.yaml"], cwd=work, capture_output=True, text=True)
     assert out.returncode != 0

@@ -91,7 +91,8 @@ def test_tune_measures_one_setting_per_call_then_ranks_and_writes_the_best(tune_
     sample = pq.read_table(tune_dir / "sample.parquet")
     assert sample.num_rows == len(set(sample["prompt_id"].to_pylist())) == 40
     for name in ("current", "no_radix_8"):  # every setting ran the whole sample once
-        assert duckdb.sql(f"SELECT count(DISTINCT prompt_id) FROM '{tune_dir / name}/parts/part-*.parquet'").fetchall()[0][0] == 40
+        parts = f"{tune_dir / name}/parts/part-*.parquet"
+        assert duckdb.sql(f"SELECT count(DISTINCT prompt_id) FROM '{parts}'").fetchall()[0][0] == 40
 
     best = yaml.safe_load((tune_dir / "best.yaml").read_text())["engine"]
     assert (best["sglang"]["mamba_strategy"], best["max_running_requests"]) == ("no_radix", 8)

@@ -11,8 +11,8 @@ import yaml
 from shardgen.atomic import write_text
 from shardgen.config_schema import ConfigError, validate
 from shardgen.engines import check_sampling
-from shardgen.config_sections import (CaptureConfig, CheckpointConfig, EngineConfig, ExportsConfig, HardwareConfig, ModelConfig,
-                                      PromptsConfig, SamplingDefaults, SourceConfig, build)
+from shardgen.config_sections import (CaptureConfig, CheckpointConfig, EngineConfig, ExportsConfig, HardwareConfig,
+                                      ModelConfig, PromptsConfig, SamplingDefaults, SourceConfig, build)
 from shardgen.layout import Layout
 from shardgen.sampling import GENERATION_CONFIG
 
@@ -84,7 +84,8 @@ class Config:
         return config
 
     def _check_sampling_applies(self) -> None:
-        """Every sampling value the config writes is one engine.backend can apply (the backend registry's applies_sampling)."""
+        """Every sampling value the config writes is one engine.backend can apply (the backend registry's
+        applies_sampling)."""
         check_sampling(self.engine.backend, self.defaults.as_dict(), "defaults")
         for i, source in enumerate(self.sources):
             check_sampling(self.engine.backend, source.sampling.as_dict(), f"sources[{i}].sampling")

@@ -69,7 +69,8 @@ def _telemetry_view(con, layout: Layout) -> None:
                     f"'shard-(\\d+)/telemetry', 1) AS INTEGER) AS shard FROM read_parquet({quote(pattern)}, "
                     "filename = true)")
     else:
-        con.register("_telemetry_empty", tables.TELEMETRY.empty_table().append_column("shard", pa.array([], pa.int32())))
+        con.register("_telemetry_empty",
+                     tables.TELEMETRY.empty_table().append_column("shard", pa.array([], pa.int32())))
         con.execute("CREATE OR REPLACE VIEW telemetry AS SELECT * FROM _telemetry_empty")
 
 

@@ -47,8 +47,8 @@ def gen_key_of(model_fingerprint: dict, sampling: dict) -> Callable[[str], str]:
     """gen_key as a function of the prompt_id alone, for the many prompts of one source: the JSON around the
     (hex, so never escaped) prompt_id is rendered once."""
     placeholder = "0" * 64
-    head, tail = (part.encode("utf-8") for part in
-                  _json({"prompt_id": placeholder, "model": model_fingerprint, "sampling": sampling}).split(placeholder))
+    key = _json({"prompt_id": placeholder, "model": model_fingerprint, "sampling": sampling})
+    head, tail = (part.encode("utf-8") for part in key.split(placeholder))
     return lambda pid: hashlib.sha256(head + pid.encode("ascii") + tail).hexdigest()
 
 

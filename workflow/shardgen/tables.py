@@ -60,8 +60,8 @@ PART = pa.schema([
     ("token_logprobs", TOKEN_LOGPROBS), ("top_ids", TOP_IDS), ("top_logprobs", TOP_LOGPROBS), *TURN_SIGNAL,
 ])
 DATASET = pa.schema([
-    ("prompt_id", pa.string()), ("gen_key", pa.string()), ("source", pa.string()), ("messages", MESSAGES), ("prompt_ids", TOKENS),
-    ("completion", pa.string()), ("output_ids", TOKENS), ("finish_reason", pa.string()),
+    ("prompt_id", pa.string()), ("gen_key", pa.string()), ("source", pa.string()), ("messages", MESSAGES),
+    ("prompt_ids", TOKENS), ("completion", pa.string()), ("output_ids", TOKENS), ("finish_reason", pa.string()),
     ("prompt_tokens", pa.int32()), ("completion_tokens", pa.int32()), ("reference", pa.string()),
     # One row per generated turn (1-based; a `first` source has turn 1 only). messages: the exact list the
     # row's prompt_ids were rendered from (system, user 1, regenerated assistant 1, ..., user t); reference: the

@@ -23,11 +23,14 @@ def log(msg):
     sys.stderr.write(f"[{datetime.utcnow():%Y-%m-%d %H:%M:%S.%f}"[:-3] + f"] {msg}\n"); sys.stderr.flush()
 log(f"Mamba Cache is allocated. max_mamba_cache_size: {3 * cap}, conv_state size: 0.50GB, ssm_state size: 9.50GB ")
 log("KV Cache is allocated. dtype: torch.bfloat16, #tokens: 100000, K size: 1.00 GB, V size: 1.00 GB")
-log(f"max_total_num_tokens=100000, chunked_prefill_size=8192, max_prefill_tokens=16384, max_running_requests={cap}, context_len=8192, available_gpu_mem=18.93 GB")
-log(f"Prefill batch, #new-seq: {cap}, #new-token: 1200, #cached-token: 0, full token usage: 0.01, mamba usage: 0.50, #running-req: 0, #queue-req: 7, #pending-token: 0, cuda graph: False, input throughput (token/s): 9000.00")
+log(f"max_total_num_tokens=100000, chunked_prefill_size=8192, max_prefill_tokens=16384, max_running_requests={cap}, "
+    "context_len=8192, available_gpu_mem=18.93 GB")
+log(f"Prefill batch, #new-seq: {cap}, #new-token: 1200, #cached-token: 0, full token usage: 0.01, mamba usage: 0.50, "
+    "#running-req: 0, #queue-req: 7, #pending-token: 0, cuda graph: False, input throughput (token/s): 9000.00")
 throughput = sys.argv[2]
 while True:
-    log(f"Decode batch, #running-req: {cap}, #full token: 5000, full token usage: 0.05, mamba num: {2 * cap}, mamba usage: 0.66, cuda graph: True, gen throughput (token/s): {throughput}, #queue-req: 3")
+    log(f"Decode batch, #running-req: {cap}, #full token: 5000, full token usage: 0.05, mamba num: {2 * cap}, "
+        f"mamba usage: 0.66, cuda graph: True, gen throughput (token/s): {throughput}, #queue-req: 3")
     time.sleep(0.1)
 """
 
@@ -109,7 +112,8 @@ class Engine:
             return {"text": "", "output_ids": [], "meta_info": meta}
         stops = sampling_params.get("stop_token_ids") or []
         if stops and not sampling_params.get("ignore_eos") and len(input_ids) % 2:
-            output = [(t * 7) % 50 + 100 for t in range(n // 2)]  # stops early, without the stop id: the adapter adds it
+            # stops early, without the stop id: the adapter adds it
+            output = [(t * 7) % 50 + 100 for t in range(n // 2)]
             meta.update(completion_tokens=len(output) + 1, finish_reason={"type": "stop", "matched": stops[-1]})
         else:
             output = [(t * 7) % 50 + 100 for t in range(n)]

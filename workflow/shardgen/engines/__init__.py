@@ -181,12 +181,12 @@ def check_sampling(backend: str, values: dict, where: str) -> None:
     from shardgen.config_schema import ConfigError  # config_schema imports this module
 
     applies = BACKENDS[backend].applies_sampling
-    for field in (f for f in sampling.FIELDS if not applies(f)):
-        given = values.get(field.name)
-        if given is not None and any(v != field.neutral for v in (given if isinstance(given, list) else [given])):
+    for declared in (f for f in sampling.FIELDS if not applies(f)):
+        given = values.get(declared.name)
+        if given is not None and any(v != declared.neutral for v in (given if isinstance(given, list) else [given])):
             applied = ", ".join(f.name for f in sampling.FIELDS if applies(f))
-            raise ConfigError(f"{where}: {field.name} {given} cannot be applied by the {backend} backend (it "
-                              f"applies {applied}); leave it out, set it to {field.neutral} (no effect) or pick "
+            raise ConfigError(f"{where}: {declared.name} {given} cannot be applied by the {backend} backend (it "
+                              f"applies {applied}); leave it out, set it to {declared.neutral} (no effect) or pick "
                               "another engine.backend")
 
 

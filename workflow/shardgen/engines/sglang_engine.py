@@ -101,7 +101,8 @@ class SGLangEngine:
             return engine
         chosen = self.cap_auto
         pool = {"max_mamba_cache_size": chosen.max_mamba_cache_size} if chosen.max_mamba_cache_size else {}
-        return dataclasses.replace(engine, max_running_requests=chosen.max_running_requests, args={**engine.args, **pool})
+        return dataclasses.replace(engine, max_running_requests=chosen.max_running_requests,
+                                   args={**engine.args, **pool})
 
     def _limit_prefill(self, engine: EngineConfig, model_path: Path) -> EngineConfig:
         """Under a prefix cache, at most as many admissions per prefill batch as their state copies fit beside the

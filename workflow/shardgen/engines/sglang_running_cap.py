@@ -134,7 +134,8 @@ def prefill_limit(engine: EngineConfig, model_config: dict, gpu_mib: float | Non
     """The most requests one prefill batch may admit under a prefix-cache strategy (`prefill_max_requests`), so the
     one-batch copy-on-write of their mamba states fits beside the static pools; None: nothing to bound."""
     if "prefill_max_requests" in engine.args:
-        return PrefillChoice(None, f"engine.args sets prefill_max_requests ({engine.args['prefill_max_requests']}): kept")
+        return PrefillChoice(None,
+                             f"engine.args sets prefill_max_requests ({engine.args['prefill_max_requests']}): kept")
     if mamba_strategy(engine) == "no_radix":
         return PrefillChoice(None, "no_radix: no prefix cache, no state copied on admission")
     shape = ModelShape(model_config)

@@ -17,7 +17,8 @@ from shardgen.layout import next_number, telemetry_files, telemetry_path
 from shardgen.tables import TELEMETRY
 
 _TS = r"^\[(?P<ts>\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d{3})?)[^\]]*\] "
-_USAGE = (r"(?:full token usage: (?P<full>[\d.]+)(?:, swa token usage: [\d.]+)?(?:, mamba usage: (?P<mamba_use>[\d.]+))?"
+_USAGE = (r"(?:full token usage: (?P<full>[\d.]+)(?:, swa token usage: [\d.]+)?"
+          r"(?:, mamba usage: (?P<mamba_use>[\d.]+))?"
           r"|token usage: (?P<tok_use>[\d.]+))")
 DECODE = re.compile(
     _TS + r"Decode batch(?: \[\d+\])?, #running-req: (?P<running>\d+), "
@@ -33,7 +34,8 @@ PREFILL = re.compile(
 STARTUP = {
     "max_running_requests": re.compile(r"max_total_num_tokens=(\d+), .*?max_running_requests=(\d+)"),
     "max_mamba_cache_size": re.compile(
-        r"Mamba Cache is allocated\. max_mamba_cache_size: (\d+), conv_state size: ([\d.]+)GB, ssm_state size: ([\d.]+)GB"),
+        r"Mamba Cache is allocated\. max_mamba_cache_size: (\d+), "
+        r"conv_state size: ([\d.]+)GB, ssm_state size: ([\d.]+)GB"),
     "kv": re.compile(r"KV Cache is allocated\. .*?#tokens: (\d+), K size: ([\d.]+) GB, V size: ([\d.]+) GB"),
 }
 

@@ -34,7 +34,8 @@ def hf_sampling(sampling: dict) -> dict:
     (temperature 0) leaves out the fields it goes without (SamplingField.greedy_ignores)."""
     sample = sampling["temperature"] > 0
     args = {}
-    for field in (f for f in FIELDS if f.generation_config):  # what it applies (the backend registry's applies_sampling)
+    # what it applies (the backend registry's applies_sampling)
+    for field in (f for f in FIELDS if f.generation_config):
         value = sampling[field.name]
         if sample and value == field.neutral and field.generation_config_off is not None:
             value = field.generation_config_off  # the engines' off (top_k -1) in HF's terms (0)
@@ -201,7 +202,8 @@ class TransformersEngine:
                     self.chosen.append(self.last.gather(1, sequences[:, -1:]).squeeze(1))
                 chosen = torch.stack(self.chosen, 1).tolist() if self.chosen else [[] for _ in sequences]
                 steps = len(self.chosen)
-                ids = torch.stack(self.top_ids, 1).tolist() if k and steps else [[[] for _ in range(steps)]] * len(sequences)
+                no_top = [[[] for _ in range(steps)]] * len(sequences)
+                ids = torch.stack(self.top_ids, 1).tolist() if k and steps else no_top
                 lps = torch.stack(self.top_logprobs, 1).tolist() if k and steps else ids
                 return [{"logprobs": c, "top_ids": i, "top_logprobs": lp} for c, i, lp in zip(chosen, ids, lps)]
 

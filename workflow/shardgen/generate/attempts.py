@@ -7,8 +7,8 @@ out), or it died: SGLang kills its whole process tree when its scheduler dies, s
 logged before (out of memory, a stall) or `killed`.
 
 After an out-of-memory death the next attempt starts under its backend's backoff (`Backend.after_oom`; SGLang:
-memory_share -0.03, the running cap -25%, per such death in a row), at most MAX_RESTARTS times. How many automatic restarts happen is Snakemake's `retries`
-(3 in the profiles); a person rerunning by hand is never refused.
+memory_share -0.03, the running cap -25%, per such death in a row), at most MAX_RESTARTS times. How many automatic
+restarts happen is Snakemake's `retries` (3 in the profiles); a person rerunning by hand is never refused.
 
 The heartbeat: the process rewrites generate/shard-NNN/heartbeat.json every BEAT_SECONDS from the start of its
 attempt (also while the engine starts, which takes minutes); a heartbeat older than STALE_SECONDS, or a process

@@ -26,12 +26,15 @@ from shardgen.merge import reasoning
 # file name -> (query, format)
 EXPORTS = {
     "turns.jsonl": ("export_turns", "json"),  # SpecForge prompts_path, speculators prepare_data: a row per turn
-    "turns.parquet": ("export_turns", "parquet"),  # the same rows for DuckDB, datasets.load_dataset("parquet"); no trainer
+    # the same rows for DuckDB, datasets.load_dataset("parquet"); no trainer
+    "turns.parquet": ("export_turns", "parquet"),
     "tokens.jsonl": ("export_tokens", "json"),  # the same loaders: {id, input_ids, loss_mask}, a row per conversation
     "tokens.parquet": ("export_tokens", "parquet"),  # the same rows for DuckDB and datasets; no trainer
     "sharegpt.jsonl": ("export_sharegpt", "json"),  # FastChat: {id, system, conversations[{from, value}]}
-    "messages.jsonl": ("export_messages", "json"),  # SpecForge train_data_path: {id, conversations[{role, content, reasoning_content}]}
-    "reasoning.jsonl": ("export_reasoning", "json"),  # SpecForge expand_reasoning_conversations.py: {id, status, conversations}
+    # SpecForge train_data_path: {id, conversations[{role, content, reasoning_content}]}
+    "messages.jsonl": ("export_messages", "json"),
+    # SpecForge expand_reasoning_conversations.py: {id, status, conversations}
+    "reasoning.jsonl": ("export_reasoning", "json"),
     # the capture sidecar (config `capture`): turns.jsonl's ids, an entry per loss-masked position; always written,
     # with no rows when nothing was captured, so the merge's outputs are the same set either way
     "turns.topk.parquet": ("export_topk", "sidecar"),
@@ -99,7 +102,8 @@ def write_exports(con, layout: Layout, rules: ExportRules | None = None) -> dict
             else:
                 con.execute(f"COPY ({db.prepared(con, query)}) TO {db.quote(tmp)} ({OPTIONS[fmt]})")
     counts = db.query(con, "export_counts")[0]
-    counts["reasoning_rows"] = con.execute(f"SELECT count(*) FROM ({db.prepared(con, 'export_reasoning')})").fetchall()[0][0]
+    counts["reasoning_rows"] = con.execute(
+        f"SELECT count(*) FROM ({db.prepared(con, 'export_reasoning')})").fetchall()[0][0]
     return {"on_length": rules.on_length, "reasoning_tags": rules.reasoning_tags, **counts}
 
 

@@ -1,8 +1,8 @@
 """What determined the generated tokens, for the exports' manifest and the report: the model, tokenizer and template
 hashes; per shard the engine that generated it (from its done file's `engine` section: backend, SGLang version,
-weight, KV-cache and SSM-state dtypes under every backend, as its backend reads them: `Backend.numerics`); per source the sampling its prompt
-set was made with and where each value came from (`origin`: source, config.defaults, generation_config or neutral;
-shardgen.sampling).
+weight, KV-cache and SSM-state dtypes under every backend, as its backend reads them: `Backend.numerics`); per
+source the sampling its prompt set was made with and where each value came from (`origin`: source, config.defaults,
+generation_config or neutral; shardgen.sampling).
 A drafter learns the target's numerics: a bfloat16 SSM state or an fp8 KV cache makes other tokens than the model
 served in float32 / its own dtype would."""
 

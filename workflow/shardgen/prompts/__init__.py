@@ -1,1 +1,2 @@
-"""Stage 1 and 2: sources read, rows normalized to chat messages, rendered and tokenized once, deduplicated and rejected with reasons (`stage`); then length-balanced shards (`split`)."""
+"""Stage 1 and 2: sources read, rows normalized to chat messages, rendered and tokenized once, deduplicated and
+rejected with reasons (`stage`); then length-balanced shards (`split`)."""

@@ -46,7 +46,8 @@ class ChatEncoder:
 
     def portable(self) -> dict | None:
         """What another process needs to build this encoder without loading the transformers tokenizer (its
-        imports cost a prompts worker 5-7 s of CPU here, ~18.5 s on a GPU host with torch); None for a slow tokenizer."""
+        imports cost a prompts worker 5-7 s of CPU here, ~18.5 s on a GPU host with torch); None for a slow
+        tokenizer."""
         if self.backend is None:
             return None
         return {"template": self.template, "special_tokens": self.special_tokens,

@@ -43,7 +43,8 @@ def forecast(config, layout, record: dict) -> dict | None:
     per = fc.forecast(PER, output, gpus, rate["tok_per_s_per_gpu"], measured=rate["measured"], device=device)
     return {"tok_per_s_per_gpu": round(rate["tok_per_s_per_gpu"], 1), "output_tokens_per_prompt": round(output, 1),
             "gpus": gpus, "device": device, "this_run_forecast_s": whole["seconds"], "this_run_generation_wall_s":
-            record["dataset_generation_wall_s"], f"hours_per_{PER}_prompts": per["hours"], "assumption": whole["assumption"]}
+            record["dataset_generation_wall_s"], f"hours_per_{PER}_prompts": per["hours"],
+            "assumption": whole["assumption"]}
 
 
 def storage(config, layout) -> dict:

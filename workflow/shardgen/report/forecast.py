@@ -73,12 +73,14 @@ def forecast(prompts: int, output_tokens: float, gpus: int, tok_per_s_per_gpu: f
         seconds, basis = prompts / req_per_s, f"{req_per_s} requests/s for the whole run"
     elif tok_per_s_per_gpu:
         engine = engine_words({"device": device, "gpus": gpus})[0]
-        seconds, basis = tokens / (gpus * tok_per_s_per_gpu), f"{tok_per_s_per_gpu:.2f} output tok/s per {engine} x {gpus}"
+        seconds = tokens / (gpus * tok_per_s_per_gpu)
+        basis = f"{tok_per_s_per_gpu:.2f} output tok/s per {engine} x {gpus}"
     else:
         raise ForecastError("no rate: give --tok-per-s, --req-per-s, --log, or run it inside a run's results")
     return {"prompts": prompts, "output_tokens_per_prompt": output_tokens, "gpus": gpus, "device": device,
             "output_tokens": round(tokens), "rate": basis, "measured": measured,
-            "seconds": round(seconds), "hours": round(seconds / SECONDS_PER_HOUR, 1), "days": round(seconds / SECONDS_PER_HOUR / 24, 2),
+            "seconds": round(seconds), "hours": round(seconds / SECONDS_PER_HOUR, 1),
+            "days": round(seconds / SECONDS_PER_HOUR / 24, 2),
             "assumption": __doc__.split("\n\n")[1].replace("\n", " ")}
 
 

@@ -26,7 +26,8 @@ class Loads:
         return {"turns": self.turns, "conversations": self.conversations, "output": self.turns}[driver]
 
     def of(self, driver: str) -> int:
-        return {"turns": self.turn_tokens, "conversations": self.conversation_tokens, "output": self.output_tokens}[driver]
+        counts = {"turns": self.turn_tokens, "conversations": self.conversation_tokens, "output": self.output_tokens}
+        return counts[driver]
 
 
 def pilot_output_lengths(dataset: Path) -> dict[str, float]:

@@ -11,7 +11,8 @@ from shardgen.engines.model_shape import ModelConfigError, ModelShape
 from shardgen.layout import Layout
 from shardgen.report import peaks, storage_loads, storage_sizes
 
-TOPK = 20  # the k of the sidecar when none is asked (issue 33's example; NeMo AutoModel found 64 keeps 0.92 of the mass)
+# the k of the sidecar when none is asked (issue 33's example; NeMo AutoModel found 64 keeps 0.92 of the mass)
+TOPK = 20
 TOPK_ENTRY_BYTES = 4 + 2  # int32 token id + float16 logprob
 CHOSEN_BYTES = 2  # the chosen token's float16 logprob, kept even at k = 0
 EAGLE3_LAYERS = 4  # three target layers (low, middle, high) + the last, as EAGLE-3 trains on
@@ -56,12 +57,14 @@ def plan(layout: Layout, model_dir: Path, pilot: Path | None = None, topk: int =
     return {
         "plan": {"conversations": loads.conversations, "turns": loads.turns, "tokens": loads.turn_tokens,
                  "conversation_tokens": loads.conversation_tokens, "output_tokens": loads.output_tokens,
-                 "per_source": {source: {"output_tokens_per_turn": round(lengths.get(source) or l.output_tokens
-                                                                          / max(l.turns, 1), 1),
+                 "per_source": {source: {"output_tokens_per_turn": round(lengths.get(source) or load.output_tokens
+                                                                          / max(load.turns, 1), 1),
                                          "output_length_from": "pilot run's mean" if source in lengths else
                                          "max_new_tokens (nothing ran yet: an upper bound)",
-                                         "conversations": l.conversations, "turns": l.turns, "tokens": l.turn_tokens}
-                                for source, l in per_source.items()}, "pilot": str(measured_run.root) if measured_run else None,
+                                         "conversations": load.conversations, "turns": load.turns,
+                                         "tokens": load.turn_tokens}
+                                for source, load in per_source.items()},
+                 "pilot": str(measured_run.root) if measured_run else None,
                  "sizes_from": "the pilot run's files" if measured_run else "the formats (no pilot run)"},
         "files": files,
         "dataset_and_exports_bytes": sum(sizes.values()),
@@ -78,8 +81,8 @@ def plan(layout: Layout, model_dir: Path, pilot: Path | None = None, topk: int =
             "hidden states and prefill cover every turns.jsonl row's tokens (prompt + output), as a trainer "
             "prefills each row; prefill FLOPs = 2 x active weights x tokens (attention's own FLOPs left out: "
             "they grow with context and are small beside the weights' at a few thousand tokens)",
-            f"the sidecar holds, per generated token, the chosen token's float16 logprob and k x (int32 id + "
-            f"float16 logprob), uncompressed (random ids and logprobs gain little from zstd)",
+            "the sidecar holds, per generated token, the chosen token's float16 logprob and k x (int32 id + "
+            "float16 logprob), uncompressed (random ids and logprobs gain little from zstd)",
         ],
     }
 

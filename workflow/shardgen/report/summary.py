@@ -97,8 +97,9 @@ def markdown(record: dict, tails: list[dict] | None = None, figures: list[Path] 
     lines = ["# shardgen report", "", "| metric | value |", "|---|---|"]
     lines += [f"| {k} | {v} |" for k, v in record.items() if not isinstance(v, (list, dict))]
     if "dataset_rows_checked" in record:
-        lines += ["", f"Checked: all {record['dataset_rows_checked']} dataset rows carry the gen_key the current config "
-                      "gives their prompt (model, tokenizer and template hashes, sampling), one per generated prompt."]
+        lines += ["", f"Checked: all {record['dataset_rows_checked']} dataset rows carry the gen_key the current "
+                      "config gives their prompt (model, tokenizer and template hashes, sampling), one per generated "
+                      "prompt."]
     for title in ("per_source", "per_shard", "per_turn"):
         rows = record.get(title)
         if rows:
