@@ -28,8 +28,9 @@ def schema() -> dict:
     """The schema file with what is declared elsewhere filled in: one key per sampling field (shardgen.sampling.FIELDS)
     in `defaults` and in a source's `sampling`, each after `max_new_tokens`; engine.backend's choices and default and
     each backend's own section `engine.<name>` (its settings module's SCHEMA), from the backend registry;
-    capture.top_k's maximum (shardgen.capture.MAX_TOP_K). Built here, not written in the file: only Config.from_dict validates a config (the workflow's included, common.smk),
-    so each declaration is the one place its keys' types, bounds and meanings are written."""
+    capture.top_k's maximum (shardgen.capture.MAX_TOP_K). Built here, not written in the file: only Config.from_dict
+    validates a config (the workflow's included, common.smk), so each declaration is the one place its keys' types,
+    bounds and meanings are written."""
     loaded = yaml.safe_load(SCHEMA_PATH.read_text())
     defaults = loaded["properties"]["defaults"]
     per_source = loaded["properties"]["sources"]["items"]["properties"]["sampling"]
