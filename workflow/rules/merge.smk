@@ -1,6 +1,6 @@
 # Stage 4 and 5: the final dataset and the exports for trainers, then the DuckDB report.
 # On a cluster, merge is a cluster job (it streams the whole dataset); report is local (small queries).
-from shardgen.merge.exports import EXPORTS, MANIFEST as EXPORTS_MANIFEST
+from shardgen.merge.exports import EXPORTS
 
 
 rule merge:
@@ -15,7 +15,7 @@ rule merge:
         failed=LAYOUT.failed,
         # the exports for trainers (shardgen/merge/exports.py), written by merge where Layout puts them
         exports=[LAYOUT.export(name) for name in EXPORTS],
-        exports_manifest=LAYOUT.export(EXPORTS_MANIFEST),
+        exports_manifest=LAYOUT.exports_manifest,
     log:
         LAYOUT.log("merge"),
     benchmark:

@@ -228,14 +228,14 @@ COMMANDS = {
         opt("--dataset", required=True), opt("--train", required=True), opt("--failed", required=True),
         opt("--prompts", help="the prompt set merged (default: the config's results')"),
         opt("--sources", help="the prompt set's sources table (default: the config's results')"))),
-    "report": Command(cmd_report, "summary, manifest and report.md", (
+    "report": Command(cmd_report, "the summary, manifest, markdown report and figures", (
         opt("--out", required=True), opt("--outputs", nargs="+", required=True),
         opt("--done", nargs="+", required=True))),
     "query": Command(cmd_query, "run a named DuckDB query over the results (--list: each with its purpose)", (
         opt("name", nargs="?", help="the query (see --list)"),
         opt("--list", action="store_true", help="list the queries with their purpose"))),
     "diagnose": Command(cmd_diagnose, "what limits throughput, from SGLang logs or shard telemetry", (
-        opt("paths", nargs="*", help="SGLang log files or generate/shard-NNN folders (default: every shard with "
+        opt("paths", nargs="*", help="SGLang log files or shard folders of a run (default: every shard with "
                                      "SGLang telemetry)"),
         opt("--json", action="store_true"),
         opt("--model", help="model folder (its config.json) for the efficiency (default: the config's model)"),

@@ -7,6 +7,9 @@ from pathlib import Path
 
 SHARD_WILDCARD = "{shard}"
 SHARD_REGEX = r"\d{3}"  # what the wildcard matches: a shard's NNN
+# A file's shard number for SQL's regexp_extract (group 1): a split file's, a telemetry part's.
+SPLIT_FILE_SHARD_REGEX = r"shard-(\d+)\.parquet$"
+TELEMETRY_FILE_SHARD_REGEX = r"shard-(\d+)/telemetry-\d+\.parquet$"
 PARTS_INDEX = "parts-index.jsonl"
 ATTEMPTS = "attempts.jsonl"
 HEARTBEAT = "heartbeat.json"
@@ -114,9 +117,12 @@ class Layout:
     def split(self, shard: int | str) -> Path:
         return shard_file(self.split_dir, shard)
 
+    def split_files(self) -> list[Path]:
+        return sorted(self.split_dir.glob("shard-*.parquet"))
+
     def split_shards(self) -> list[int]:
         """The shards split wrote, by number."""
-        return sorted(shard_number(p) for p in self.split_dir.glob("shard-*.parquet"))
+        return sorted(shard_number(p) for p in self.split_files())
 
     @property
     def generate_dir(self) -> Path:
@@ -186,6 +192,11 @@ class Layout:
         """One conversation-level export (exports.EXPORTS names them): sharegpt.jsonl, messages.jsonl, tokens.jsonl
         or tokens.parquet."""
         return self.exports_dir / name
+
+    @property
+    def exports_manifest(self) -> Path:
+        """The exports' sidecar: what the rows were rendered with (not row fields: trainers read those)."""
+        return self.exports_dir / "manifest.json"
 
     @property
     def failed(self) -> Path:

@@ -29,7 +29,6 @@ EXPORTS = {
     "messages.jsonl": ("export_messages", "json"),  # SpecForge train_data_path: {id, conversations[{role, content, reasoning_content}]}
     "reasoning.jsonl": ("export_reasoning", "json"),  # SpecForge expand_reasoning_conversations.py: {id, status, conversations}
 }
-MANIFEST = "manifest.json"  # the sidecar: what the rows were rendered with (not row fields: trainers read those)
 LOSS_MASK = {
     "turns": "1 exactly on the turn's output_ids (its end-of-turn token included when it stopped); 0 on its "
              "prompt_ids: every generated token of the dataset is 1 in exactly one row",
@@ -112,5 +111,5 @@ def manifest(config, layout: Layout, text_exports: dict) -> dict:
 
 def write_manifest(config, layout: Layout, text_exports: dict) -> Path:
     """text_exports: merge's counts of what the text exports left out (turns cut by length and what followed)."""
-    write_text(json.dumps(manifest(config, layout, text_exports), indent=1, default=str), layout.export(MANIFEST))
-    return layout.export(MANIFEST)
+    write_text(json.dumps(manifest(config, layout, text_exports), indent=1, default=str), layout.exports_manifest)
+    return layout.exports_manifest
