@@ -13,7 +13,8 @@ LAYOUT = PACKAGE / "layout.py"
 # folder, the shard folders): a string literal holding one spells a results path.
 RESULTS_NAMES = ("done.json", "part-", "telemetry-", "shard-", "parts-index", "status-cache", "prompts.parquet",
                  "rejected.parquet", "duplicates.parquet", "failed.parquet", "data.parquet", "train.jsonl",
-                 "summary.json", "manifest.json", "report.md", "best.yaml", "tune.json", "/generate/", ".shardgen")
+                 "summary.json", "manifest.json", "report.md", "best.yaml", "tune.json", ".png", "/generate/", ".shardgen")
+FOLDER_NAMES = ("figures",)  # a literal that is exactly a folder of the tree
 # Literals that hold such a piece and are no results path, each with what it is.
 NOT_RESULTS = {
     'f"shard-{key}.lock"': "a shard writer's node-local lock file, in the temp folder (generate/checkpoint.py)",
@@ -41,7 +42,8 @@ def code_strings(path: Path) -> list[tuple[int, str]]:
 def spelled_paths(files: list[Path]) -> list[str]:
     return [f"{path.relative_to(REPO)}:{line}: {literal}  (ask Layout)"
             for path in files for line, literal in code_strings(path)
-            if literal not in NOT_RESULTS and any(name in literal for name in RESULTS_NAMES)]
+            if literal not in NOT_RESULTS and (any(name in literal for name in RESULTS_NAMES)
+                                               or literal.strip("'\"") in FOLDER_NAMES)]
 
 
 def checked_files() -> list[Path]:
