@@ -136,7 +136,7 @@ def bench_scale(args, work: Path, rows: int) -> dict:
         str(layout.train), str(layout.failed), "--done", *done), base / "report.log"))
     if any("failed" in s for s in stages):
         return {"rows": rows, "stages": stages}
-    summary = json.loads(layout.report_file("summary.json").read_text())
+    summary = json.loads(layout.report.summary.read_text())
     return {"rows": rows, "generated": summary["generated"], "stages": stages,
             "dataset_mib": round(layout.dataset.stat().st_size / 2**20)}
 

@@ -18,7 +18,7 @@ from shardgen.config import Config
 from shardgen.generate.shard import generate_shard
 from shardgen.layout import Layout
 from shardgen.merge.dataset import merge
-from shardgen.merge.exports import EXPORTS, MANIFEST as EXPORTS_MANIFEST
+from shardgen.merge.exports import EXPORTS
 from shardgen.prompts.split import split
 from shardgen.prompts.stage import build_prompts
 from shardgen.sampling import FIELDS
@@ -164,7 +164,7 @@ def check_results(work: Path) -> dict:
         assert source["accepted"] == source["generated"] + source["failed"], source
         assert sum(source["rejected_by_reason"].values()) == source["rejected"]
     outputs = {Path(o["path"]).name: o for o in manifest["outputs"]}
-    assert set(outputs) == {"data.parquet", "train.jsonl", "failed.parquet", *EXPORTS, EXPORTS_MANIFEST}
+    assert set(outputs) == {"data.parquet", "train.jsonl", "failed.parquet", *EXPORTS, "manifest.json"}
     rows = {name: outputs[name]["rows"] for name in EXPORTS}
     assert rows["turns.jsonl"] == rows["turns.parquet"] == summary["dataset_rows"]  # a row per generated turn
     assert rows["tokens.jsonl"] == rows["tokens.parquet"] == summary["generated"]  # a row per conversation

@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 from shardgen import db
 from shardgen.generate import checkpoint, checkpoint_cache, checkpoint_db, checkpoint_parts, progress
 from shardgen.generate.checkpoint import PartWriter, quarantine
-from shardgen.layout import Layout, part_files, status_cache_path
+from shardgen.layout import Layout, part_files
 
 T0 = datetime(2026, 12, 1, 8, 0, tzinfo=timezone.utc)
 QUERIES = ("shard_progress", "part_progress")
@@ -80,7 +80,7 @@ def _warm(layout):
     first = cached(layout)
     assert first == direct(layout)
     for shard in (0, 1):
-        assert status_cache_path(layout.shard_dir(shard)).exists()
+        assert layout.status_cache(layout.shard_dir(shard)).exists()
     return first
 
 
@@ -142,7 +142,7 @@ def test_a_changed_prompt_set_counts_against_the_new_split(tmp_path):
 def test_a_damaged_cache_is_ignored_and_rebuilt(tmp_path):
     layout = _layout(tmp_path)
     expected = _warm(layout)
-    cache0, cache1 = (status_cache_path(layout.shard_dir(s)) for s in (0, 1))
+    cache0, cache1 = (layout.status_cache(layout.shard_dir(s)) for s in (0, 1))
     cache0.write_bytes(cache0.read_bytes()[:200])  # cut short
     pq.write_table(pa.table({"x": [1]}), cache1)  # another file in its place
     assert cached(layout) == expected
@@ -153,7 +153,7 @@ def test_a_damaged_cache_is_ignored_and_rebuilt(tmp_path):
 def test_a_cache_with_damaged_rows_is_ignored(tmp_path):
     layout = _layout(tmp_path)
     expected = _warm(layout)
-    cache = status_cache_path(layout.shard_dir(0))
+    cache = layout.status_cache(layout.shard_dir(0))
     data = bytearray(cache.read_bytes())
     data[4:40] = b"\0" * 36  # the footer (and its list of parts) intact, the rows not
     cache.write_bytes(bytes(data))
@@ -194,7 +194,7 @@ def test_a_cache_that_cannot_be_written_still_answers(tmp_path, monkeypatch):
 
     monkeypatch.setattr(checkpoint_cache, "committed", full_disk)
     assert cached(layout) == direct(layout)
-    assert not status_cache_path(layout.shard_dir(0)).exists()
+    assert not layout.status_cache(layout.shard_dir(0)).exists()
 
 
 def test_no_parts_yet(tmp_path):

@@ -107,8 +107,7 @@ def scripted_run(model_dir: Path, tmp: Path, *, on_length: str = "end_conversati
             mp.setattr("shardgen.engines.session.create_engine",
                        lambda *args, **kwargs: ScriptedEngine(tokenizer, script))
         layout = stage(config, 1)
-    ds = layout.dataset_dir
-    run(config, ds / "data.parquet", ds / "train.jsonl", layout.failed)
+    run(config, layout.prompts, layout.prompt_table("sources"), layout.dataset, layout.train, layout.failed)
     users = {turns[0][0]: name for name, (_, turns) in script.items()}
     by_name = {}
     for row in sorted(pq.read_table(layout.dataset).to_pylist(), key=lambda r: r["turn"]):

@@ -195,7 +195,6 @@ def test_merge_writes_the_exports_of_a_demo_run(make_config, write_jsonl, tokeni
 def test_shardgen_merge_writes_the_sidecar_manifest(make_config, write_jsonl):
     """What the rows were rendered with, beside them (not in row fields, which SpecForge hands to the template)."""
     from shardgen.cli import main
-    from shardgen.merge.exports import MANIFEST
     from helpers import stage
 
     path = write_jsonl("a.jsonl", [{"query": f"Name a tree number {i}."} for i in range(3)])
@@ -204,7 +203,7 @@ def test_shardgen_merge_writes_the_sidecar_manifest(make_config, write_jsonl):
     ds = layout.dataset_dir
     assert main(["--config", str(config.write_resolved()), "merge", "--dataset", str(ds / "data.parquet"),
                  "--train", str(ds / "train.jsonl"), "--failed", str(layout.failed)]) == 0
-    record = json.loads(layout.export(MANIFEST).read_text())
+    record = json.loads(layout.exports_manifest.read_text())
     assert record["sources"]["a"]["system_prompt"] == "Be kind." and len(record["model"]["template"]) == 64
     assert sorted(Path(p).name for p in record["files"]) == sorted(EXPORTS)
     conversations = read_jsonl(layout.export("messages.jsonl"))

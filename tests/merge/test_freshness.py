@@ -32,10 +32,10 @@ def test_a_dataset_made_for_other_settings_fails_the_report_naming_the_source(ma
     with pytest.raises(StaleError, match=r"data.parquet is stale: 6 of 6 rows .*per source: a: 6"):
         report(changed, outputs(layout), [layout.done(0), layout.done(1)], layout.report_dir)
     with pytest.raises(StaleError, match=r"prompts.parquet is stale"):
-        check_prompt_set(changed, layout.prompts_dir)
+        check_prompt_set(changed, layout.prompts, layout.prompt_table("sources"))
     more = make_config(sources + [{"name": "b", "path": path, "format": "query_response"}])
     with pytest.raises(StaleError, match=r"built without the configured source\(s\) \['b'\]"):
-        check_prompt_set(more, layout.prompts_dir)
+        check_prompt_set(more, layout.prompts, layout.prompt_table("sources"))
 
 
 def test_a_dataset_older_than_its_parts_fails_the_report(make_config, write_jsonl):

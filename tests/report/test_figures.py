@@ -7,7 +7,7 @@ from shardgen import db
 from shardgen.generate import checkpoint
 
 from shardgen.report import figures
-from shardgen.layout import Layout
+from shardgen.layout import Layout, ReportLayout
 
 
 def empty_connection(tmp_path):
@@ -63,7 +63,7 @@ def test_every_figure_draws_without_a_layout_warning(tmp_path):
         warnings.simplefilter("error")  # constrained_layout's "not applied" warning fails here
         con = empty_connection(tmp_path)
         db.define_views(con, "winners")
-        paths = figures.draw(con, tmp_path / "figures", CPU_RUN)
+        paths = figures.draw(con, ReportLayout(tmp_path), CPU_RUN)
     assert [p.name for p in paths] == [f"{name}.png" for name in figures.FIGURES] and len(paths) == 6
     for path in paths:  # each one written whole: a PNG, not an empty or partial file
         data = path.read_bytes()

@@ -1,4 +1,3 @@
-import atexit
 import hashlib
 import json
 import sys
@@ -11,7 +10,7 @@ from shardgen.config import Config
 from shardgen.engines import BACKENDS
 from shardgen.report.figures import FIGURES
 from shardgen.layout import SHARD_REGEX, SHARD_WILDCARD as SHARD, Layout, shard_ids
-from shardgen.locks import clear_stale_locks, hold_run_guard
+from shardgen.run_start import prepare_run
 from shardgen.prompts.sources import check_readable
 from shardgen.target_model import check_model_folder
 
@@ -28,26 +27,10 @@ try:
 except ShardgenError as error:
     sys.exit(f"shardgen: {error}")
 SHARDS = shard_ids(CONFIG.n_shards)
-# Every `shardgen` step reads the resolved config through the environment its job inherits (on Slurm, the
-# job's own parse of this file sets it again): engine, checkpoint and other knobs that must not rerun anything.
-CONFIG.export_for_jobs()
-clear_stale_locks(workflow)
+# The work that cannot wait for a rule: a killed run's Snakemake locks cleared before Snakemake takes its own, the
+# resolved config handed to every job, the shard folders the generate rule reads (run_start.prepare_run says why).
+prepare_run(workflow, CONFIG)
 
-
-def other_run_alive_at_exit():
-    """Another live run holds the run guard: Snakemake will refuse to lock the folder and end on its LockException,
-    whose advice (--unlock) is the one thing not to do while that run writes. Said again as the process exits, the
-    last line on screen is this one."""
-    guard = Path(".snakemake") / "shardgen-run.lock"
-    pid = guard.read_text().strip() or "?"
-    print(f"shardgen: another snakemake run of this workflow is alive (pid {pid}); do not use --unlock (its locks "
-          f"are not stale): wait for it to finish, or stop it (Ctrl-C in its terminal, or kill -TERM {pid})",
-          file=sys.stderr)
-
-
-# clear_stale_locks took the guard if it could; one more try, without waiting, says whether it did.
-if workflow.is_main_process and not hold_run_guard(wait_s=0):
-    atexit.register(other_run_alive_at_exit)
 
 wildcard_constraints:
     shard=SHARD_REGEX,
@@ -72,11 +55,8 @@ GEN_SETTINGS = output_settings("model", "defaults", "sources")
 
 def shard_parts_dir(wildcards):
     """The shard's parts folder as an input: deleting or quarantining a part touches it, so it is newer than the
-    done file and a plain run regenerates that shard's lost rows (it exists from the first parse on, so the
-    input list never changes)."""
-    path = LAYOUT.shard_dir(int(wildcards.shard))
-    path.mkdir(parents=True, exist_ok=True)
-    return str(path)
+    done file and a plain run regenerates that shard's lost rows (prepare_run made it)."""
+    return str(LAYOUT.shard_dir(int(wildcards.shard)))
 
 
 def prompts_threads():
@@ -94,4 +74,4 @@ def output_dir(wildcards, output):
 
 # One conda env per backend (its registration names it), used by every rule when run with --sdm conda (envs/,
 # relative to this file).
-BACKEND_ENV = "../../envs/" + BACKENDS[CONFIG.engine.backend].env
+BACKEND_ENV = f"../../envs/{BACKENDS[CONFIG.engine.backend].env}"

@@ -1,11 +1,13 @@
 # Stage 4 and 5: the final dataset and the exports for trainers, then the DuckDB report.
 # On a cluster, merge is a cluster job (it streams the whole dataset); report is local (small queries).
-from shardgen.merge.exports import EXPORTS, MANIFEST as EXPORTS_MANIFEST
+from shardgen.merge.exports import EXPORTS
 
 
 rule merge:
     input:
         prompts=LAYOUT.prompts,
+        sources=LAYOUT.prompt_table("sources"),
+        # what merge reads of a shard (its winning rows) the checkpoint answers; a done file says the shard is whole
         done=[LAYOUT.done(s) for s in SHARDS],
     output:
         dataset=LAYOUT.dataset,
@@ -13,7 +15,7 @@ rule merge:
         failed=LAYOUT.failed,
         # the exports for trainers (shardgen/merge/exports.py), written by merge where Layout puts them
         exports=[LAYOUT.export(name) for name in EXPORTS],
-        exports_manifest=LAYOUT.export(EXPORTS_MANIFEST),
+        exports_manifest=LAYOUT.exports_manifest,
     log:
         LAYOUT.log("merge"),
     benchmark:
@@ -25,8 +27,8 @@ rule merge:
     conda:
         BACKEND_ENV
     shell:
-        "shardgen merge --dataset {output.dataset:q} --train {output.train:q}"
-        " --failed {output.failed:q} > {log:q} 2>&1"
+        "shardgen merge --prompts {input.prompts:q} --sources {input.sources:q} --dataset {output.dataset:q}"
+        " --train {output.train:q} --failed {output.failed:q} > {log:q} 2>&1"
 
 
 rule report:
@@ -35,11 +37,11 @@ rule report:
         outputs=rules.merge.output,
         done=rules.merge.input.done,
     output:
-        summary=LAYOUT.report_file("summary.json"),
-        manifest=LAYOUT.report_file("manifest.json"),
-        markdown=LAYOUT.report_file("report.md"),
+        summary=LAYOUT.report.summary,
+        manifest=LAYOUT.report.manifest,
+        markdown=LAYOUT.report.markdown,
         figures=report(
-            [LAYOUT.figure(f) for f in FIGURES],
+            [LAYOUT.report.figure(f) for f in FIGURES],
             caption="../report/figures.rst",
             category="Generation",
         ),

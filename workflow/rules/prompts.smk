@@ -3,6 +3,8 @@
 
 
 rule prompts:
+    # The sources and the model are the config's entries (a source is more than a file: its format, fields and
+    # sampling), which the command reads from the resolved config; their files are inputs so an edit reruns it.
     input:
         sources=source_files,
         model=Path(CONFIG.model.path, "config.json"),
@@ -46,4 +48,4 @@ rule split:
     conda:
         BACKEND_ENV
     shell:
-        "shardgen split --out {params.out:q} > {log:q} 2>&1"
+        "shardgen split --prompts {input:q} --out {params.out:q} > {log:q} 2>&1"

@@ -16,7 +16,7 @@ from pathlib import Path
 from shardgen import ShardgenError
 from shardgen.atomic import write_text
 from shardgen.config import Config, ConfigError, complete_config, config_path, results_dir_of
-from shardgen.layout import Layout, shard_id
+from shardgen.layout import Layout, TuneLayout, shard_id
 
 
 def _config(args) -> Config:
@@ -72,7 +72,8 @@ def cmd_split(args):
     from shardgen.prompts.split import split
 
     config = _config(args)
-    loads = split(Layout(config.results).prompts, Path(args.out), config.n_shards)
+    prompts = Path(args.prompts) if args.prompts else Layout(config.results).prompts
+    loads = split(prompts, Path(args.out), config.n_shards)
     print(json.dumps({"expected_tokens_per_shard": loads}))
 
 
@@ -101,7 +102,11 @@ def cmd_retry(args):
 def cmd_merge(args):
     from shardgen.merge.stage import run
 
-    print(json.dumps(run(_config(args), Path(args.dataset), Path(args.train), Path(args.failed))))
+    config = _config(args)
+    layout = Layout(config.results)
+    prompts = Path(args.prompts) if args.prompts else layout.prompts
+    sources = Path(args.sources) if args.sources else layout.prompt_table("sources")
+    print(json.dumps(run(config, prompts, sources, Path(args.dataset), Path(args.train), Path(args.failed))))
 
 
 def cmd_report(args):
@@ -152,7 +157,7 @@ def cmd_tune(args):
         gains = summary.get("best_over_current") or {}
         versus = (f" (x{gains['steady_decode_tps']} steady decode, x{gains['output_tps']} whole run over the current "
                   "settings)" if gains else "")
-        print(f"best so far: {summary['best']}{versus}; fragment: {out / 'best.yaml'}")
+        print(f"best so far: {summary['best']}{versus}; fragment: {TuneLayout(out).best}")
 
 
 def cmd_status(args):
@@ -224,7 +229,8 @@ COMMANDS = {
     "prompts": Command(cmd_prompts, "normalize, tokenize, dedupe, reject", (
         opt("--out", required=True),
         opt("--workers", type=int, help="processes (default: the config's prompts.workers, else every core)"))),
-    "split": Command(cmd_split, "length-balanced shards", (opt("--out", required=True),)),
+    "split": Command(cmd_split, "length-balanced shards", (
+        opt("--out", required=True), opt("--prompts", help="the prompt set (default: the config's results')"))),
     "generate": Command(cmd_generate, "generate one shard (resumes from committed parts)", (
         opt("--shard", type=int, required=True), opt("--done", required=True))),
     "retry": Command(cmd_retry, "generate the failed prompts again (up to --limit failures each)", (
@@ -232,15 +238,17 @@ COMMANDS = {
         opt("--limit", type=int, help="give up on a prompt after this many failures (default 3)"),
         opt("--out", help="write what was retried here (the workflow's retry rule)"))),
     "merge": Command(cmd_merge, "final dataset and training export", (
-        opt("--dataset", required=True), opt("--train", required=True), opt("--failed", required=True))),
-    "report": Command(cmd_report, "summary, manifest and report.md", (
+        opt("--dataset", required=True), opt("--train", required=True), opt("--failed", required=True),
+        opt("--prompts", help="the prompt set merged (default: the config's results')"),
+        opt("--sources", help="the prompt set's sources table (default: the config's results')"))),
+    "report": Command(cmd_report, "the summary, manifest, markdown report and figures", (
         opt("--out", required=True), opt("--outputs", nargs="+", required=True),
         opt("--done", nargs="+", required=True))),
     "query": Command(cmd_query, "run a named DuckDB query over the results (--list: each with its purpose)", (
         opt("name", nargs="?", help="the query (see --list)"),
         opt("--list", action="store_true", help="list the queries with their purpose"))),
     "diagnose": Command(cmd_diagnose, "what limits throughput, from SGLang logs or shard telemetry", (
-        opt("paths", nargs="*", help="SGLang log files or generate/shard-NNN folders (default: every shard with "
+        opt("paths", nargs="*", help="SGLang log files or shard folders of a run (default: every shard with "
                                      "SGLang telemetry)"),
         opt("--json", action="store_true"),
         opt("--model", help="model folder (its config.json) for the efficiency (default: the config's model)"),

@@ -7,7 +7,7 @@ import duckdb
 import pyarrow as pa
 
 from shardgen import WORKFLOW_DIR, ShardgenError, tables
-from shardgen.layout import Layout
+from shardgen.layout import TELEMETRY_FILE_SHARD_REGEX, Layout
 from shardgen.sampling import names
 
 SQL_DIR = WORKFLOW_DIR / "sql"
@@ -66,7 +66,7 @@ def _telemetry_view(con, layout: Layout) -> None:
     pattern = layout.telemetry_glob
     if glob.glob(pattern):
         con.execute("CREATE OR REPLACE VIEW telemetry AS SELECT *, CAST(regexp_extract(filename, "
-                    f"'shard-(\\d+)/telemetry', 1) AS INTEGER) AS shard FROM read_parquet({quote(pattern)}, "
+                    f"{quote(TELEMETRY_FILE_SHARD_REGEX)}, 1) AS INTEGER) AS shard FROM read_parquet({quote(pattern)}, "
                     "filename = true)")
     else:
         con.register("_telemetry_empty",

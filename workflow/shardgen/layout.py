@@ -7,6 +7,9 @@ from pathlib import Path
 
 SHARD_WILDCARD = "{shard}"
 SHARD_REGEX = r"\d{3}"  # what the wildcard matches: a shard's NNN
+# A file's shard number for SQL's regexp_extract (group 1): a split file's, a telemetry part's.
+SPLIT_FILE_SHARD_REGEX = r"shard-(\d+)\.parquet$"
+TELEMETRY_FILE_SHARD_REGEX = r"shard-(\d+)/telemetry-\d+\.parquet$"
 PARTS_INDEX = "parts-index.jsonl"
 ATTEMPTS = "attempts.jsonl"
 HEARTBEAT = "heartbeat.json"
@@ -55,15 +58,6 @@ def stale_part_temps(folder: Path) -> list[Path]:
 def parts_index_path(folder: Path) -> Path:
     """One line per committed part (its row and token counts): the checkpoint's cache of the parts."""
     return Path(folder) / PARTS_INDEX
-
-
-def status_cache_path(folder: Path) -> Path:
-    """The light columns of a shard folder's committed parts as `shardgen status` read them last
-    (generate/checkpoint_cache.py): a cache only, rebuilt from the parts whenever it is missing, damaged or out of date.
-    Under results/.shardgen, not in the shard folder: the shard folder is the generate rule's input, and a write
-    there would make Snakemake rerun the shard."""
-    folder = Path(folder)
-    return folder.parent.parent / ".shardgen" / "status-cache" / f"{folder.name}.parquet"
 
 
 def quarantine_dir(folder: Path) -> Path:
@@ -123,9 +117,12 @@ class Layout:
     def split(self, shard: int | str) -> Path:
         return shard_file(self.split_dir, shard)
 
+    def split_files(self) -> list[Path]:
+        return sorted(self.split_dir.glob("shard-*.parquet"))
+
     def split_shards(self) -> list[int]:
         """The shards split wrote, by number."""
-        return sorted(shard_number(p) for p in self.split_dir.glob("shard-*.parquet"))
+        return sorted(shard_number(p) for p in self.split_files())
 
     @property
     def generate_dir(self) -> Path:
@@ -160,6 +157,12 @@ class Layout:
     def shards_with_telemetry(self) -> list[Path]:
         return sorted({p.parent for p in self.generate_dir.glob("shard-*/telemetry-*")})
 
+    def status_cache(self, shard_dir: Path) -> Path:
+        """The light columns of a shard folder's committed parts as `shardgen status` read them last
+        (generate/checkpoint_cache.py): a cache only, rebuilt from the parts whenever it is missing, damaged or out
+        of date. Not in the shard folder: that is the generate rule's input, and a write there would rerun the shard."""
+        return self.state_dir / "status-cache" / f"{Path(shard_dir).name}.parquet"
+
     @property
     def reset_dir(self) -> Path:
         return self.generate_dir / "reset"
@@ -191,6 +194,11 @@ class Layout:
         return self.exports_dir / name
 
     @property
+    def exports_manifest(self) -> Path:
+        """The exports' sidecar: what the rows were rendered with (not row fields: trainers read those)."""
+        return self.exports_dir / "manifest.json"
+
+    @property
     def failed(self) -> Path:
         return self.root / "merge" / "failed.parquet"
 
@@ -198,12 +206,9 @@ class Layout:
     def report_dir(self) -> Path:
         return self.root / "report"
 
-    def report_file(self, name: str) -> Path:
-        """summary.json, manifest.json or report.md."""
-        return self.report_dir / name
-
-    def figure(self, name: str) -> Path:
-        return self.report_dir / "figures" / f"{name}.png"
+    @property
+    def report(self) -> "ReportLayout":
+        return ReportLayout(self.report_dir)
 
     @property
     def tune_dir(self) -> Path:
@@ -214,9 +219,14 @@ class Layout:
         """DuckDB's temporary files while merge sorts and copies (removed after)."""
         return self.dataset_dir / ".merge-spill"
 
+    @property
+    def state_dir(self) -> Path:
+        """shardgen's own files that are no step's output: the resolved configs, the status cache."""
+        return self.root / ".shardgen"
+
     def resolved_config(self, digest: str) -> Path:
         """The resolved config the workflow hands its steps, named by its content."""
-        return self.root / ".shardgen" / f"config-{digest}.json"
+        return self.state_dir / f"config-{digest}.json"
 
     @property
     def demo_model_dir(self) -> Path:
@@ -227,6 +237,31 @@ class Layout:
 
     def benchmark(self, step: str, shard: int | str | None = None) -> Path:
         return self.root / "benchmarks" / (f"{step}.tsv" if shard is None else f"{step}/shard-{shard_id(shard)}.tsv")
+
+
+@dataclass(frozen=True)
+class ReportLayout:
+    """A report folder (Layout.report_dir, or the one `shardgen report --out` names)."""
+    root: Path
+
+    @property
+    def summary(self) -> Path:
+        return self.root / "summary.json"
+
+    @property
+    def manifest(self) -> Path:
+        return self.root / "manifest.json"
+
+    @property
+    def markdown(self) -> Path:
+        return self.root / "report.md"
+
+    @property
+    def figures_dir(self) -> Path:
+        return self.root / "figures"
+
+    def figure(self, name: str) -> Path:
+        return self.figures_dir / f"{name}.png"
 
 
 @dataclass(frozen=True)

@@ -11,14 +11,18 @@ cannot get it within a few seconds leaves the locks alone and says that the othe
 Snakemake's advice to `--unlock` that follows is not taken while that run still writes.
 """
 
+import atexit
 import fcntl
 import logging
 import os
+import sys
 import time
 from pathlib import Path
 from typing import IO
 
 log = logging.getLogger("shardgen")
+SNAKEMAKE_STATE = Path(".snakemake")  # Snakemake's own folder, where its directory lock lives
+RUN_GUARD = "shardgen-run.lock"  # held by every main Snakemake process of this workflow, under SNAKEMAKE_STATE
 _guard = None  # the open, flock'd file: held until this process exits
 
 
@@ -51,22 +55,25 @@ def holder(path: Path) -> str:
         return "?"
 
 
-def hold_run_guard(state_dir: Path = Path(".snakemake"), wait_s: float = 10.0) -> bool:
+def hold_run_guard(state_dir: Path = SNAKEMAKE_STATE, wait_s: float = 10.0) -> bool:
     global _guard
     if _guard is not None:
         return True
     state_dir.mkdir(parents=True, exist_ok=True)
-    _guard = flock_with_pid(state_dir / "shardgen-run.lock", wait_s)
+    _guard = flock_with_pid(state_dir / RUN_GUARD, wait_s)
     return _guard is not None
 
 
-def clear_stale_locks(workflow, state_dir: Path = Path(".snakemake")) -> list[Path]:
+def clear_stale_locks(workflow, state_dir: Path = SNAKEMAKE_STATE) -> list[Path]:
+    """Snakemake's lock files left by a dead run, removed once this run holds the guard; when another run is alive,
+    none is removed and that run is named, now and again as this process exits (Snakemake's LockException and its
+    --unlock advice come last otherwise, and --unlock is the one thing not to do while that run writes)."""
     if not workflow.is_main_process:
         return []
     if not hold_run_guard(state_dir):
-        pid = holder(state_dir / "shardgen-run.lock")
-        log.error("another snakemake run of this workflow is alive (pid %s): its locks are not stale, so do not "
-                  "use --unlock; wait for it to finish or stop it (Ctrl-C, or kill -TERM %s)", pid, pid)
+        pid = holder(state_dir / RUN_GUARD)
+        log.error("%s", _alive_message(pid))
+        atexit.register(lambda: print(f"shardgen: {_alive_message(pid)}", file=sys.stderr))
         return []
     stale = sorted((state_dir / "locks").glob("*.lock"))
     for path in stale:
@@ -75,3 +82,8 @@ def clear_stale_locks(workflow, state_dir: Path = Path(".snakemake")) -> list[Pa
         log.warning("removed %d stale Snakemake lock file(s) left by a killed run: %s",
                     len(stale), ", ".join(p.name for p in stale))
     return stale
+
+
+def _alive_message(pid: str) -> str:
+    return (f"another snakemake run of this workflow is alive (pid {pid}); do not use --unlock (its locks are not "
+            f"stale): wait for it to finish, or stop it (Ctrl-C in its terminal, or kill -TERM {pid})")

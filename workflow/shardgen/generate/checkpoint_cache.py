@@ -1,6 +1,6 @@
 """The light columns (checkpoint_db.LIGHT) of every committed part, as `shardgen status` and its ETA read them,
 without opening every part each call (generate/checkpoint.py is its owner; nothing else imports this module). Each
-shard folder has a cache (layout.status_cache_path, under results/.shardgen: a write in the shard folder would make
+shard folder has a cache (Layout.status_cache, under results/.shardgen: a write in the shard folder would make
 Snakemake rerun the shard): the light rows of the parts its footer lists by (name, size, mtime_ns, inode), each row
 with its part's name in place of its path. A committed part never changes (written once by atomic rename; it can
 only disappear), so a call keeps the cached rows of listed parts still there unchanged, reads only the parts not
@@ -22,7 +22,7 @@ from shardgen import db
 from shardgen.atomic import committed
 from shardgen.generate.checkpoint_db import LIGHT, define_prompt_set, parts_query
 from shardgen.generate.checkpoint_parts import unreadable
-from shardgen.layout import Layout, parts_index_path, status_cache_path
+from shardgen.layout import Layout, parts_index_path
 
 log = logging.getLogger(__name__)
 
@@ -103,7 +103,7 @@ def _write_cache(con: duckdb.DuckDBPyConnection, cache: Path, prefix: str, manif
         log.info("could not write %s (%s)", cache, err)
 
 
-def _load_folder(con: duckdb.DuckDBPyConnection, folder: Path, paths: dict[str, str],
+def _load_folder(con: duckdb.DuckDBPyConnection, layout: Layout, folder: Path, paths: dict[str, str],
                  mtimes: dict[str, float]) -> dict[str, str]:
     """One folder's parts (name -> path as globbed) into `parts`: cached rows of unchanged parts, the rest read;
     each part's st_mtime into `mtimes` (by path)."""
@@ -112,7 +112,7 @@ def _load_folder(con: duckdb.DuckDBPyConnection, folder: Path, paths: dict[str, 
     prefix = os.path.join(str(folder), "")
     if any(path != prefix + name for name, path in paths.items()):  # never: glob joins folder and name so
         return _insert_parts(con, sorted(paths.values()))
-    cache = status_cache_path(folder)
+    cache = layout.status_cache(folder)
     listed = _manifest(cache)
     stats = {name: _key(st) for name, st in found.items()}
     kept = sorted(name for name, stat in listed.items() if stats.get(name) == stat)  # unchanged, still there
@@ -139,7 +139,7 @@ def open_light(layout: Layout, prompts: str) -> tuple[duckdb.DuckDBPyConnection,
     bad: dict[str, str] = {}
     mtimes: dict[str, float] = {}
     for folder in sorted(folders):
-        bad.update(_load_folder(con, folder, folders[folder], mtimes))
+        bad.update(_load_folder(con, layout, folder, folders[folder], mtimes))
     define_prompt_set(con, prompts)
     return con, bad, mtimes
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from shardgen import db
 from shardgen.generate import checkpoint
-from shardgen.layout import Layout
+from shardgen.layout import SPLIT_FILE_SHARD_REGEX, Layout
 
 
 @dataclass(frozen=True)
@@ -45,7 +45,8 @@ def _split_prompts(layout: Layout) -> str:
     """The current prompt set as the split files hold it, each row with its shard (split_shard); a column a split
     file lacks (one written by an older version) reads as null."""
     files = ", ".join(db.quote(layout.split(s)) for s in layout.split_shards())
-    return ("SELECT *, CAST(regexp_extract(filename, 'shard-(\\d+)\\.parquet$', 1) AS INTEGER) AS split_shard FROM "
+    shard = f"CAST(regexp_extract(filename, {db.quote(SPLIT_FILE_SHARD_REGEX)}, 1) AS INTEGER)"
+    return (f"SELECT *, {shard} AS split_shard FROM "
             "(SELECT * FROM _prompts_contract UNION ALL BY NAME "
             f"SELECT * FROM read_parquet([{files}], filename = true))")
 
@@ -59,7 +60,7 @@ class RunProgress:
 def _snapshot(layout: Layout) -> tuple:
     """What run_progress() reads, by name, size and modification time: equal snapshots give equal progress."""
     splits = []
-    for path in sorted(layout.split_dir.glob("shard-*.parquet")):
+    for path in layout.split_files():
         try:
             st = os.stat(path)
         except FileNotFoundError:  # moved away meanwhile: the next snapshot differs anyway

@@ -39,7 +39,6 @@ EXPORTS = {
     # with no rows when nothing was captured, so the merge's outputs are the same set either way
     "turns.topk.parquet": ("export_topk", "sidecar"),
 }
-MANIFEST = "manifest.json"  # the sidecar: what the rows were rendered with (not row fields: trainers read those)
 LOSS_MASK = {
     "turns": "1 exactly on the turn's output_ids (its end-of-turn token included when it stopped); 0 on its "
              "prompt_ids: every generated token of the dataset is 1 in exactly one row",
@@ -159,5 +158,5 @@ def manifest(config, layout: Layout, text_exports: dict) -> dict:
 
 def write_manifest(config, layout: Layout, text_exports: dict) -> Path:
     """text_exports: merge's counts of what the text exports left out (turns cut by length and what followed)."""
-    write_text(json.dumps(manifest(config, layout, text_exports), indent=1, default=str), layout.export(MANIFEST))
-    return layout.export(MANIFEST)
+    write_text(json.dumps(manifest(config, layout, text_exports), indent=1, default=str), layout.exports_manifest)
+    return layout.exports_manifest

@@ -10,7 +10,6 @@ import pyarrow.parquet as pq
 from shardgen import ShardgenError
 from shardgen.config import Config
 from shardgen.keys import gen_key_of
-from shardgen.layout import prompt_table
 from shardgen.target_model import ModelInfo
 
 
@@ -55,13 +54,14 @@ def check(config: Config, path: Path) -> int:
     return rows
 
 
-def check_prompt_set(config: Config, prompts_dir: Path) -> int:
-    """The prompt set merge builds from: made from every configured source, every gen_key current."""
-    built = set(pq.read_table(prompt_table(prompts_dir, "sources"), columns=["source"])["source"].to_pylist())
+def check_prompt_set(config: Config, prompts: Path, sources: Path) -> int:
+    """The prompt set merge builds from: made from every configured source (the sources table `sources` lists),
+    every gen_key current."""
+    built = set(pq.read_table(sources, columns=["source"])["source"].to_pylist())
     if missing := sorted({s.name for s in config.sources} - built):
-        raise StaleError(f"{prompts_dir} was built without the configured source(s) {missing}: run "
+        raise StaleError(f"{prompts} was built without the configured source(s) {missing}: run "
                          "`snakemake --forcerun prompts`")
-    return check(config, prompt_table(prompts_dir, "prompts"))
+    return check(config, prompts)
 
 
 def check_dataset(config: Config, dataset: Path, generated: int) -> int:

@@ -10,10 +10,11 @@ from shardgen.merge.exports import ExportRules, write_manifest
 from shardgen.merge.freshness import check_prompt_set
 
 
-def run(config: Config, dataset: Path, train: Path, failed: Path) -> dict:
-    """The merge step of the workflow; returns merge's record (rows, and what the text exports left out)."""
+def run(config: Config, prompts: Path, sources: Path, dataset: Path, train: Path, failed: Path) -> dict:
+    """The merge step of the workflow, over the prompt set `prompts` built from the sources `sources` lists;
+    returns merge's record (rows, and what the text exports left out)."""
     layout = Layout(config.results)
-    check_prompt_set(config, layout.prompts_dir)
+    check_prompt_set(config, Path(prompts), Path(sources))
     record = merge(layout, Path(dataset), Path(train), Path(failed), rules=ExportRules.of(config))
     write_manifest(config, layout, record["text_exports"])
     return record

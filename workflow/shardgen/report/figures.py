@@ -10,6 +10,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from shardgen import db  # noqa: E402
 from shardgen.atomic import committed
+from shardgen.layout import ReportLayout
 from shardgen.report.forecast import engine_words
 
 BUCKETS = 40  # the throughput timeline's resolution: about this many buckets whatever the run's length
@@ -126,8 +127,8 @@ FIGURES = {"throughput": throughput, "engine": engine, "lengths": lengths, "shar
            "turns": turns}
 
 
-def draw(con, out_dir: Path, summary: dict | None = None) -> list[Path]:
-    out_dir.mkdir(parents=True, exist_ok=True)
+def draw(con, report: ReportLayout, summary: dict | None = None) -> list[Path]:
+    report.figures_dir.mkdir(parents=True, exist_ok=True)
     for name, figure in FIGURES.items():
-        _save(figure(con, summary or {}), out_dir / f"{name}.png")
-    return [out_dir / f"{name}.png" for name in FIGURES]
+        _save(figure(con, summary or {}), report.figure(name))
+    return [report.figure(name) for name in FIGURES]

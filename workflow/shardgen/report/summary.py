@@ -1,4 +1,4 @@
-"""Stage 5: report/summary.json, report/manifest.json and report/report.md, every figure computed by the SQL
+"""Stage 5: the report folder's summary, manifest and markdown (layout.ReportLayout), every figure computed by the SQL
 files in workflow/sql/."""
 
 import json
@@ -12,7 +12,7 @@ from shardgen.config import Config
 from shardgen.generate import checkpoint
 from shardgen.report.figures import draw
 from shardgen.merge.freshness import check_dataset
-from shardgen.layout import Layout
+from shardgen.layout import Layout, ReportLayout
 from shardgen.target_model import ModelInfo
 from shardgen.report.efficiency_forecast import markdown as outlook_markdown, outlook
 from shardgen.prompts.sources import file_sha256
@@ -116,10 +116,11 @@ def report(config: Config, outputs: list[Path], done_files: list[Path], out_dir:
     record = summary(con)
     record["dataset_rows_checked"] = check_dataset(config, layout.dataset, record["generated"])
     record.update(outlook(config, layout, done_files, record))
-    write_text(json.dumps(record, indent=1), out_dir / "summary.json")
+    files = ReportLayout(out_dir)
+    write_text(json.dumps(record, indent=1), files.summary)
     write_text(json.dumps(manifest(con, config, record["per_source"], outputs, done_files), indent=1, default=str),
-               out_dir / "manifest.json")
-    figures = draw(con, out_dir / "figures", record)
+               files.manifest)
+    figures = draw(con, files, record)
     write_text(markdown(record, _jsonable(db.query(con, "tail")), figures) + outlook_markdown(record),
-               out_dir / "report.md")
+               files.markdown)
     return record
