@@ -35,7 +35,7 @@ def demo_run(model: Path, out: Path, limit: int | None = None) -> Layout:
             source["limit"] = limit
     config = Config.from_dict(raw)
     layout = stage(config, 2)
-    run(config, layout.dataset, layout.train, layout.root / "merge" / "failed.parquet")
+    run(config, layout.prompts, layout.prompt_table("sources"), layout.dataset, layout.train, layout.failed)
     return layout
 
 

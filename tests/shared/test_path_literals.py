@@ -13,7 +13,8 @@ LAYOUT = PACKAGE / "layout.py"
 # folder, the shard folders): a string literal holding one spells a results path.
 RESULTS_NAMES = ("done.json", "part-", "telemetry-", "shard-", "parts-index", "status-cache", "prompts.parquet",
                  "rejected.parquet", "duplicates.parquet", "failed.parquet", "data.parquet", "train.jsonl",
-                 "summary.json", "manifest.json", "report.md", "best.yaml", "tune.json", ".png", "/generate/", ".shardgen")
+                 "summary.json", "manifest.json", "report.md", "best.yaml", "tune.json", ".png", "/generate/",
+                 ".shardgen")
 FOLDER_NAMES = ("figures",)  # a literal that is exactly a folder of the tree
 # Literals that hold such a piece and are no results path, each with what it is.
 NOT_RESULTS = {

@@ -17,15 +17,18 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from shardgen.layout import Layout
-from shardgen.merge.exports import EXPORTS, MANIFEST
+from shardgen.merge.exports import EXPORTS
 
 PARQUET_MAGIC = 8  # "PAR1" at the start, "PAR1" after the footer's 4-byte length
+# The files' names, as Layout spells them (the plan's rows are named by file).
+_NAMES = Layout(Path("."))
+DATASET, TRAIN, MANIFEST = _NAMES.dataset.name, _NAMES.train.name, _NAMES.exports_manifest.name
 MANIFEST_BYTES = 8 * 1024  # exports/manifest.json without a pilot: a few KiB of provenance, whatever the rows
 SAMPLE_ROWS = 20_000  # prompt rows read for the id and text figures (enough for a mean; bounded memory)
 
 # A file's rows: "turns" (one per generated turn) or "conversations" (one per conversation, its last turn holding
 # the whole of it).
-DRIVERS = {"data.parquet": "turns", "train.jsonl": "conversations", "turns.jsonl": "turns",
+DRIVERS = {DATASET: "turns", TRAIN: "conversations", "turns.jsonl": "turns",
            "turns.parquet": "turns", "tokens.jsonl": "conversations", "tokens.parquet": "conversations",
            "sharegpt.jsonl": "conversations", "messages.jsonl": "conversations", "reasoning.jsonl": "conversations",
            "turns.topk.parquet": "output"}  # the top-k sidecar: an entry per generated token
@@ -33,8 +36,8 @@ DRIVERS = {"data.parquet": "turns", "train.jsonl": "conversations", "turns.jsonl
 
 def files(layout: Layout) -> dict[str, Path]:
     """Every file of the dataset and the exports, by name."""
-    return {"data.parquet": layout.dataset, "train.jsonl": layout.train,
-            **{name: layout.export(name) for name in [*EXPORTS, MANIFEST]}}
+    return {DATASET: layout.dataset, TRAIN: layout.train, MANIFEST: layout.exports_manifest,
+            **{name: layout.export(name) for name in EXPORTS}}
 
 
 def fixed_bytes(path: Path) -> int:
@@ -106,10 +109,10 @@ def from_format(prompts: Path) -> dict[str, dict]:
     f = prompt_sample_figures(prompts)
     per_token = {
         # ids (prompt + output), the prompt's text and the answer's (completion, and content again beside reasoning)
-        "data.parquet": f["parquet_id"] + 2 * f["parquet_text"],
+        DATASET: f["parquet_id"] + 2 * f["parquet_text"],
         "turns.parquet": f["parquet_id"], "tokens.parquet": f["parquet_id"],  # loss masks: runs of 0 and 1, ~0 B
         "turns.jsonl": f["json_id"] + 2, "tokens.jsonl": f["json_id"] + 2,
-        **{name: f["json_text"] for name in ("train.jsonl", "sharegpt.jsonl", "messages.jsonl", "reasoning.jsonl")},
+        **{name: f["json_text"] for name in (TRAIN, "sharegpt.jsonl", "messages.jsonl", "reasoning.jsonl")},
     }
     rates = {name: {"fixed_bytes": 0, "bytes_per_token": rate, "from": "format estimate"}
              for name, rate in per_token.items()}
