@@ -96,7 +96,7 @@ def test_a_registered_backend_is_a_choice_with_its_own_section(vllm_registered):
 
 def test_the_rules_run_in_the_env_the_backend_registers():
     common = (PACKAGE.parent / "rules" / "common.smk").read_text()
-    assert 'BACKEND_ENV = "../../envs/" + BACKENDS[CONFIG.engine.backend].env' in common
+    assert 'BACKEND_ENV = f"../../envs/{BACKENDS[CONFIG.engine.backend].env}"' in common
     envs = PACKAGE.parent.parent / "envs"
     assert all((envs / entry.env).is_file() for entry in BACKENDS.values())
 

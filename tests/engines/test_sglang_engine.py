@@ -184,7 +184,8 @@ def test_capture_sends_the_logprob_arguments_and_reads_meta_info(fake_sglang, mo
 
     from shardgen.capture import Capture
     from shardgen.engines import Request
-    from shardgen.engines.sglang_engine import SGLangEngine, capture_args
+    from shardgen.engines.sglang_engine import SGLangEngine
+    from shardgen.engines.sglang_results import capture_args
 
     assert capture_args(None) == {}
     assert capture_args(Capture(20)) == {"return_logprob": True, "top_logprobs_num": 20, "logprob_start_len": -1}

@@ -20,6 +20,7 @@ from shardgen.engines.sglang_settings import mamba_strategy, with_mamba_strategy
 from shardgen.engines.kernel_cache import point_caches
 from shardgen.engines.logtap import LogTap
 from shardgen.engines.sglang_args import build_server_args, resolved_value, run_settings, server_arg_names
+from shardgen.engines.sglang_results import capture_args, result_of
 
 log = logging.getLogger(__name__)
 RESOLVED_KEYS = ("max_running_requests", "max_total_tokens", "mem_fraction_static", "chunked_prefill_size",
@@ -191,7 +192,7 @@ class SGLangEngine:
 
     async def generate(self, request: Request) -> Result:
         sampling = {**request.sampling, "stop_token_ids": self.stop_ids, **self.extra_sampling}
-        result = _result(await self.engine.async_generate(input_ids=request.prompt_ids, sampling_params=sampling,
+        result = result_of(await self.engine.async_generate(input_ids=request.prompt_ids, sampling_params=sampling,
                                                           rid=request.rid, **self.capture_args))
         self.telemetry.completed(len(result.output_ids))
         if self.watchdog:
@@ -202,7 +203,7 @@ class SGLangEngine:
         """SGLang's own batch call, `Engine.generate(list)`, with nothing of shardgen's around it: the bare engine a
         benchmark compares shardgen's driver against. Blocks until every prompt is done; results in input order."""
         params = [{**s, "stop_token_ids": self.stop_ids, **self.extra_sampling} for s in sampling]
-        return [_result(out) for out in self.engine.generate(input_ids=prompt_ids, sampling_params=params,
+        return [result_of(out) for out in self.engine.generate(input_ids=prompt_ids, sampling_params=params,
                                                              **self.capture_args)]
 
     def flush_telemetry(self) -> None:
@@ -225,44 +226,3 @@ class SGLangEngine:
             self.engine.shutdown()
         finally:
             self._close_taps()
-
-
-def capture_args(capture: Capture | None) -> dict:
-    """Engine.generate's arguments for capture (none when off): the chosen token's logprob and the top k
-    (`top_logprobs_num`; 0 = none), for the output tokens only: `logprob_start_len` -1 is SGLang's "output only"
-    (it scores at most the prompt's last position, and keeps the prefix cache's match whole). Token texts are left
-    out (`return_text_in_logprobs` stays False). What SGLang reports is log_softmax(logits / temperature) before
-    top-k/top-p truncation, as long as SGLANG_RETURN_ORIGINAL_LOGPROB is unset (shardgen.capture says why)."""
-    if capture is None:
-        return {}
-    return {"return_logprob": True, "top_logprobs_num": capture.top_k, "logprob_start_len": -1}
-
-
-def _captured(meta: dict) -> dict:
-    """Result's capture fields from meta_info: `output_token_logprobs` (one (logprob, token_id, text) per output
-    token) and `output_top_logprobs` (per output token, a list of such tuples, most likely first; None or empty at
-    k 0). Nothing when the request asked for none."""
-    chosen = meta.get("output_token_logprobs")
-    if chosen is None:
-        return {}
-    number = lambda x: float("nan") if x is None else float(x)  # noqa: E731
-    top = [list(position or ()) for position in meta.get("output_top_logprobs") or [[] for _ in chosen]]
-    return {"logprobs": [number(entry[0]) for entry in chosen],
-            "top_ids": [[int(entry[1]) for entry in position] for position in top],
-            "top_logprobs": [[number(entry[0]) for entry in position] for position in top]}
-
-
-def _result(out: dict) -> Result:
-    """One SGLang output dict as a Result; the contract keeps the stop token, which SGLang may leave out."""
-    meta = out["meta_info"]
-    finish = meta.get("finish_reason") or {}
-    kind = finish.get("type") if isinstance(finish, dict) else str(finish)
-    output_ids = list(out.get("output_ids") or [])
-    matched = finish.get("matched") if isinstance(finish, dict) else None
-    if kind == "stop" and isinstance(matched, int) and (not output_ids or output_ids[-1] != matched):
-        output_ids.append(matched)
-    error = None
-    if kind not in ("stop", "length"):
-        error = (finish.get("message") if isinstance(finish, dict) else None) or f"finish_reason {finish!r}"
-    return Result(output_ids, out.get("text", ""), kind if error is None else "abort", meta["prompt_tokens"],
-                  meta.get("cached_tokens") or 0, error, **_captured(meta))

@@ -5,94 +5,19 @@ parts and telemetry parts are numbered. A shard argument is a number (formatted 
 from dataclasses import dataclass
 from pathlib import Path
 
-SHARD_WILDCARD = "{shard}"
-SHARD_REGEX = r"\d{3}"  # what the wildcard matches: a shard's NNN
-# A file's shard number for SQL's regexp_extract (group 1): a split file's, a telemetry part's.
-SPLIT_FILE_SHARD_REGEX = r"shard-(\d+)\.parquet$"
-TELEMETRY_FILE_SHARD_REGEX = r"shard-(\d+)/telemetry-\d+\.parquet$"
-PARTS_INDEX = "parts-index.jsonl"
-ATTEMPTS = "attempts.jsonl"
-HEARTBEAT = "heartbeat.json"
+from shardgen.layout.folders import (SHARD_WILDCARD, SHARD_REGEX, SPLIT_FILE_SHARD_REGEX, TELEMETRY_FILE_SHARD_REGEX,
+                                     PARTS_INDEX, ATTEMPTS, HEARTBEAT, shard_id, shard_ids, shard_number, shard_file,
+                                     prompt_table, part_path, parts_glob, part_files, stale_part_temps,
+                                     parts_index_path, quarantine_dir, attempts_path, heartbeat_path, file_number,
+                                     next_number, telemetry_path, telemetry_glob, telemetry_files)
+from shardgen.layout.stages import ReportLayout, TuneLayout
 
-
-def shard_id(shard: int | str) -> str:
-    return f"{shard:03d}" if isinstance(shard, int) else shard
-
-
-def shard_ids(n_shards: int) -> list[str]:
-    return [shard_id(s) for s in range(n_shards)]
-
-
-def shard_number(path: Path) -> int:
-    """The shard of split/shard-NNN.parquet, generate/shard-NNN/ or its done file."""
-    return int(Path(path).name.split(".")[0].split("-")[1])
-
-
-def shard_file(split_dir: Path, shard: int | str) -> Path:
-    return Path(split_dir) / f"shard-{shard_id(shard)}.parquet"
-
-
-def prompt_table(prompts_dir: Path, name: str) -> Path:
-    """prompts, rejected, duplicates or sources."""
-    return Path(prompts_dir) / f"{name}.parquet"
-
-
-# The files of one folder of parts (a shard's, or a tune setting's): part-NNNNN.parquet, telemetry-NNNNN.parquet.
-def part_path(folder: Path, index: int) -> Path:
-    return Path(folder) / f"part-{index:05d}.parquet"
-
-
-def parts_glob(folder: Path) -> str:
-    return str(Path(folder) / "part-*.parquet")
-
-
-def part_files(folder: Path) -> list[Path]:
-    return sorted(Path(folder).glob("part-*.parquet"))
-
-
-def stale_part_temps(folder: Path) -> list[Path]:
-    """Temp files of part commits killed before their rename."""
-    return sorted(Path(folder).glob(".part-*.tmp"))
-
-
-def parts_index_path(folder: Path) -> Path:
-    """One line per committed part (its row and token counts): the checkpoint's cache of the parts."""
-    return Path(folder) / PARTS_INDEX
-
-
-def quarantine_dir(folder: Path) -> Path:
-    """Where unreadable parts are moved (never deleted)."""
-    return Path(folder) / "quarantine"
-
-
-def attempts_path(folder: Path) -> Path:
-    return Path(folder) / ATTEMPTS
-
-
-def heartbeat_path(folder: Path) -> Path:
-    """The running attempt's sign of life."""
-    return Path(folder) / HEARTBEAT
-
-
-def file_number(path: Path) -> int:
-    """The NNNNN of part-NNNNN.parquet or telemetry-NNNNN.parquet."""
-    return int(Path(path).stem.split("-")[1])
-
-
-def next_number(files: list[Path]) -> int:
-    return file_number(files[-1]) + 1 if files else 0
-
-
-def telemetry_path(folder: Path, index: int) -> Path:
-    return Path(folder) / f"telemetry-{index:05d}.parquet"
-
-
-def telemetry_glob(folder: Path) -> str:
-    return str(Path(folder) / "telemetry-*.parquet")
-
-
-def telemetry_files(folder: Path) -> list[Path]:
-    return sorted(Path(folder).glob("telemetry-*.parquet"))
+# What the package's callers import from `shardgen.layout`.
+__all__ = ["Layout", "ReportLayout", "TuneLayout", "SHARD_WILDCARD", "SHARD_REGEX", "SPLIT_FILE_SHARD_REGEX",
+           "TELEMETRY_FILE_SHARD_REGEX", "PARTS_INDEX", "ATTEMPTS", "HEARTBEAT", "shard_id", "shard_ids",
+           "shard_number", "shard_file", "prompt_table", "part_path", "parts_glob", "part_files", "stale_part_temps",
+           "parts_index_path", "quarantine_dir", "attempts_path", "heartbeat_path", "file_number", "next_number",
+           "telemetry_path", "telemetry_glob", "telemetry_files"]
 
 
 @dataclass(frozen=True)
@@ -237,68 +162,3 @@ class Layout:
 
     def benchmark(self, step: str, shard: int | str | None = None) -> Path:
         return self.root / "benchmarks" / (f"{step}.tsv" if shard is None else f"{step}/shard-{shard_id(shard)}.tsv")
-
-
-@dataclass(frozen=True)
-class ReportLayout:
-    """A report folder (Layout.report_dir, or the one `shardgen report --out` names)."""
-    root: Path
-
-    @property
-    def summary(self) -> Path:
-        return self.root / "summary.json"
-
-    @property
-    def manifest(self) -> Path:
-        return self.root / "manifest.json"
-
-    @property
-    def markdown(self) -> Path:
-        return self.root / "report.md"
-
-    @property
-    def figures_dir(self) -> Path:
-        return self.root / "figures"
-
-    def figure(self, name: str) -> Path:
-        return self.figures_dir / f"{name}.png"
-
-
-@dataclass(frozen=True)
-class TuneLayout:
-    """A tune folder (Layout.tune_dir, or the one `shardgen tune --out` names): its plan, sample and ranking, and one
-    folder per measured setting."""
-    root: Path
-
-    @property
-    def plan(self) -> Path:
-        return self.root / "plan.json"
-
-    @property
-    def sample(self) -> Path:
-        return self.root / "sample.parquet"
-
-    @property
-    def summary(self) -> Path:
-        return self.root / "tune.json"
-
-    @property
-    def ranking(self) -> Path:
-        return self.root / "ranking.md"
-
-    @property
-    def best(self) -> Path:
-        """The winner as a config fragment."""
-        return self.root / "best.yaml"
-
-    def setting_dir(self, name: str) -> Path:
-        return self.root / name
-
-    def result(self, name: str) -> Path:
-        return self.setting_dir(name) / "result.json"
-
-    def engine_log(self, name: str) -> Path:
-        return self.setting_dir(name) / "engine.log"
-
-    def parts_dir(self, name: str) -> Path:
-        return self.setting_dir(name) / "parts"

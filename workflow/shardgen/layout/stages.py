@@ -1,0 +1,70 @@
+"""The folders a stage may be pointed at (`shardgen report --out`, `shardgen tune --out`): a report's files and a
+tune folder's, wherever they are."""
+
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class ReportLayout:
+    """A report folder (Layout.report_dir, or the one `shardgen report --out` names)."""
+    root: Path
+
+    @property
+    def summary(self) -> Path:
+        return self.root / "summary.json"
+
+    @property
+    def manifest(self) -> Path:
+        return self.root / "manifest.json"
+
+    @property
+    def markdown(self) -> Path:
+        return self.root / "report.md"
+
+    @property
+    def figures_dir(self) -> Path:
+        return self.root / "figures"
+
+    def figure(self, name: str) -> Path:
+        return self.figures_dir / f"{name}.png"
+
+
+@dataclass(frozen=True)
+class TuneLayout:
+    """A tune folder (Layout.tune_dir, or the one `shardgen tune --out` names): its plan, sample and ranking, and one
+    folder per measured setting."""
+    root: Path
+
+    @property
+    def plan(self) -> Path:
+        return self.root / "plan.json"
+
+    @property
+    def sample(self) -> Path:
+        return self.root / "sample.parquet"
+
+    @property
+    def summary(self) -> Path:
+        return self.root / "tune.json"
+
+    @property
+    def ranking(self) -> Path:
+        return self.root / "ranking.md"
+
+    @property
+    def best(self) -> Path:
+        """The winner as a config fragment."""
+        return self.root / "best.yaml"
+
+    def setting_dir(self, name: str) -> Path:
+        return self.root / name
+
+    def result(self, name: str) -> Path:
+        return self.setting_dir(name) / "result.json"
+
+    def engine_log(self, name: str) -> Path:
+        return self.setting_dir(name) / "engine.log"
+
+    def parts_dir(self, name: str) -> Path:
+        return self.setting_dir(name) / "parts"
