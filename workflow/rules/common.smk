@@ -22,8 +22,11 @@ from shardgen.target_model import check_model_folder
 try:
     CONFIG = Config.from_dict(config)
     LAYOUT = Layout(CONFIG.results)
-    check_readable(CONFIG.sources)
-    check_model_folder(CONFIG.model, LAYOUT.demo_model_dir)
+    # Snakemake's --lint checks the workflow, not this machine (it is the one mode that skips the envvars check):
+    # the files of the config it reads need not exist there.
+    if workflow.check_envvars:
+        check_readable(CONFIG.sources)
+        check_model_folder(CONFIG.model, LAYOUT.demo_model_dir)
 except ShardgenError as error:
     sys.exit(f"shardgen: {error}")
 SHARDS = shard_ids(CONFIG.n_shards)
