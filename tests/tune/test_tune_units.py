@@ -24,11 +24,12 @@ def test_ranking_steady_decode_first_then_whole_run_unsaturated_after_failed_las
 def plan(tmp_path) -> dict:
     (tmp_path / "model").mkdir()
     (tmp_path / "model" / "config.json").write_text(json.dumps({"mamba_ssm_dtype": "float32"}))
-    sglang = {"backend": "sglang", "mamba_strategy": "no_radix", "max_running_requests": 512,
-              "mem_fraction_static": 0.88, "args": {}}
+    sglang = {"backend": "sglang", "memory_share": 0.88, "max_running_requests": 512,
+              "sglang": {"mamba_strategy": "no_radix"}, "args": {}}
     return {"config": {"model": {"path": str(tmp_path / "model")},
                        "engine": {"args": {"mamba_full_memory_ratio": 8.0}}},
-            "settings": {"current": {**sglang, "mamba_strategy": "extra_buffer", "max_running_requests": None},
+            "settings": {"current": {**sglang, "sglang": {"mamba_strategy": "extra_buffer"},
+                                     "max_running_requests": None},
                          "fast_bf16": {**sglang, "args": {"mamba_ssm_dtype": "bfloat16"}},
                          "good": sglang, "never_ran": sglang},
             "sample_rows": 40, "max_new_tokens": 8, "ignore_eos": True}
@@ -59,8 +60,9 @@ def test_a_numerics_change_is_ranked_but_the_best_is_the_fastest_that_keeps_the_
                            summary)
     assert "best of 3 of 4 settings, on 40 sampled prompts: `good`" in text and "x2.0" in text
     # the user's memory-layout arg the winner did not set is written as the winner ran it (config files merge)
-    assert yaml.safe_load(text) == {"engine": {"mamba_strategy": "no_radix", "max_running_requests": 512,
-                                               "mem_fraction_static": 0.88, "args": {"mamba_full_memory_ratio": 0.9}}}
+    assert yaml.safe_load(text) == {"engine": {"memory_share": 0.88, "max_running_requests": 512,
+                                               "sglang": {"mamba_strategy": "no_radix"},
+                                               "args": {"mamba_full_memory_ratio": 0.9}}}
 
 
 def test_the_sample_takes_the_plans_max_new_tokens(tmp_path):
