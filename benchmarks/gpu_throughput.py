@@ -30,15 +30,16 @@ from shardgen.tune.measure import metrics
 PROMPTS = Path(__file__).parent / "data" / "prompts.jsonl"
 BASE = {"load_format": "dummy", "attention_backend": "fa3"}
 SETTINGS = {  # compare: name -> engine config (our keys; `args` passes straight to SGLang)
-    "no_buffer": {"mamba_strategy": "no_buffer"},
-    "no_radix_512": {"mamba_strategy": "no_radix", "max_running_requests": 512},
+    "no_buffer": {"sglang": {"mamba_strategy": "no_buffer"}},
+    "no_radix_512": {"sglang": {"mamba_strategy": "no_radix"}, "max_running_requests": 512},
 }
 TELEMETRY_KEYS = ("steady_decode_tps", "running_max", "mamba_usage_max", "kv_usage_max", "eager_decode_lines")
-START = {"mamba_strategy": "extra_buffer", "args": {"mamba_full_memory_ratio": 8.0}}  # the original slow run
+# the original slow run
+START = {"sglang": {"mamba_strategy": "extra_buffer"}, "args": {"mamba_full_memory_ratio": 8.0}}
 
 
 def bench_config(model: Path, setting: str, mem: float) -> Config:
-    engine = {"backend": "sglang", "mem_fraction_static": mem, **SETTINGS[setting]}
+    engine = {"backend": "sglang", "memory_share": mem, **SETTINGS[setting]}
     engine["args"] = {**BASE, **engine.get("args", {})}
     return Config.from_dict({"model": {"path": str(model)}, "engine": engine, "gpus": 1, "seed": 0,
                              "sources": [{"name": "bench", "path": str(PROMPTS), "format": "prompt"}]})
@@ -116,7 +117,7 @@ def grid(args, workdir: Path) -> dict:
     from shardgen.prompts.stage import build_prompts
     from shardgen.tune import tune
 
-    engine = {"backend": "sglang", "mem_fraction_static": args.mem, **START}
+    engine = {"backend": "sglang", "memory_share": args.mem, **START}
     engine["args"] = {**BASE, **engine["args"]}
     config = Config.from_dict({"model": {"path": str(args.model)}, "engine": engine, "gpus": 1, "seed": 0,
                                "results_dir": str(workdir), "sources": [{"name": "bench", "path": str(PROMPTS),

@@ -45,7 +45,7 @@ from shardgen.layout import ATTEMPTS, Layout
 from shardgen.prompts.stage import build_prompts
 from shardgen.prompts.split import split
 
-SGLANG = {"backend": "sglang", "mem_fraction_static": 0.85, "max_running_requests": 256,
+SGLANG = {"backend": "sglang", "memory_share": 0.85, "max_running_requests": 256,
           "args": {"load_format": "dummy", "attention_backend": "fa3", "mamba_ssm_dtype": "bfloat16"}}
 # `make --engine shipped`: the shipped defaults (mamba_strategy auto), with only what dummy weights need.
 SHIPPED = {"backend": "sglang", "args": {"load_format": "dummy", "attention_backend": "fa3"}}
@@ -140,7 +140,7 @@ def run_arm(base: Config, arm: str, label: str, strategy: str, conversations: in
     root = Path(base.results).parent
     layout = Layout(root / f"{arm}-{label}")
     shutil.rmtree(layout.root, ignore_errors=True)  # a fresh results dir: nothing committed to resume from
-    engine = {**base.raw["engine"], "mamba_strategy": strategy}
+    engine = {**base.raw["engine"], "sglang": {**base.raw["engine"].get("sglang", {}), "mamba_strategy": strategy}}
     sources = [{**source, "limit": conversations} for source in base.raw["sources"]]
     config = Config.from_dict({**base.raw, "results_dir": str(layout.root), "engine": engine, "sources": sources})
     each_turn = Layout(root / f"each_turn-{label}") if arm == "single_turn" else layout

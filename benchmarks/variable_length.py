@@ -34,7 +34,8 @@ from shardgen.target_model import ModelInfo
 
 SOURCES = [  # name, rows, max_new_tokens: config/config.yaml's order
     ("reasoning", 30, 3072), ("web", 60, 1536), ("code", 200, 768), ("chat", 2400, 256)]
-ENGINE = {"backend": "sglang", "mem_fraction_static": 0.85, "mamba_strategy": "no_radix", "max_running_requests": 256,
+ENGINE = {"backend": "sglang", "memory_share": 0.85, "sglang": {"mamba_strategy": "no_radix"},
+          "max_running_requests": 256,
           "args": {"load_format": "dummy", "attention_backend": "fa3", "mamba_ssm_dtype": "bfloat16"}}
 # `make --engine shipped`: the shipped defaults (the schema's engine section), with only what dummy weights need.
 SHIPPED = {"backend": "sglang", "args": {"load_format": "dummy", "attention_backend": "fa3"}}
