@@ -115,6 +115,11 @@ OLD_AND_TODAY = [
     ({"tp_size": 1, "args": {"tp_size": 4}}, {"tp_size": 4}),  # engine.args won when it reached SGLang as written
     # an old config under a tune fragment written in today's keys (Snakemake merges them key by key): the fragment's
     ({"mamba_strategy": "auto", "sglang": {"mamba_strategy": "no_radix"}}, {"sglang": {"mamba_strategy": "no_radix"}}),
+    # a user's old overlay over the shipped config/config.yaml, which writes today's keys at their defaults: the
+    # user's choice (Snakemake's merge keeps both spellings; the default one must not silently win)
+    ({"mamba_strategy": "no_buffer", "sglang": {"mamba_strategy": "auto"}},
+     {"sglang": {"mamba_strategy": "no_buffer"}}),
+    ({"mem_fraction_static": 0.8, "memory_share": 0.9}, {"memory_share": 0.8}),
 ]
 
 

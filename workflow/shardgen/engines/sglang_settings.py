@@ -4,11 +4,16 @@ must not import SGLang.
 
 Old spelling -> today's key (a warning says so each time a file uses it):
 - `engine.mem_fraction_static` -> `engine.memory_share`, `engine.mamba_strategy` -> `engine.sglang.mamba_strategy`.
-  Where a file gives both (an old config under a tune fragment written in today's keys), today's key wins.
+  Where the merged config gives both, the old spelling's value wins unless today's key holds something other than
+  its default: a user's old overlay laid over the shipped config/config.yaml (which writes today's keys at their
+  defaults) keeps its choice, and a tune fragment written in today's keys laid over an old config keeps the
+  fragment's.
 - `engine.args` `tp_size`, `dp_size`, `mem_fraction_static` -> `engine.tp_size`, `dp_size`, `memory_share`. These
   won over the engine keys when engine.args reached SGLang as written, so they still do."""
 
 import dataclasses
+
+import yaml
 
 from shardgen.engines import DEFAULT_BACKEND
 
@@ -40,8 +45,12 @@ def upgrade(engine: dict) -> list[str]:
         target = engine
         for key in parents:
             target = target.setdefault(key, {})
-        target.setdefault(new[-1], value)  # today's key, where a file gives it too, wins
-        notes.append(f"engine.{old} is now engine.{'.'.join(new)}")
+        if target.get(new[-1], _default(new)) == _default(new):
+            target[new[-1]] = value
+            notes.append(f"engine.{old} is now engine.{'.'.join(new)}")
+        else:
+            notes.append(f"engine.{old} ({value}) is now engine.{'.'.join(new)}, which is set too "
+                         f"({target[new[-1]]}): that one is used")
     args = engine.get("args")
     if engine.get("backend", DEFAULT_BACKEND) == "sglang" and isinstance(args, dict):
         for old, new in LIFTED_ARGS.items():
@@ -59,3 +68,12 @@ def mamba_strategy(engine) -> str:
 def with_mamba_strategy(engine, strategy: str):
     """The EngineConfig with this mamba_strategy (`auto` resolved)."""
     return dataclasses.replace(engine, backend_settings={**engine.backend_settings, "mamba_strategy": strategy})
+
+
+def _default(key: tuple[str, ...]):
+    """Today's key's default: the schema's (engine.sglang's here, the rest in the config schema)."""
+    if key[0] == "sglang":
+        return SCHEMA["properties"][key[1]]["default"]
+    from shardgen.config_schema import SCHEMA_PATH  # the file, not schema(): this runs while it is being built
+
+    return yaml.safe_load(SCHEMA_PATH.read_text())["properties"]["engine"]["properties"][key[0]]["default"]
