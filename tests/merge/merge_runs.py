@@ -140,3 +140,23 @@ def register(name: str, **fields) -> str:
 
     TEMPLATE_REGISTRY.register(name, ChatTemplate(**fields), override=True)
     return name
+
+
+SPECFORGE_SCRIPTS = Path(__file__).resolve().parent / "specforge_scripts"
+# SpecForge's chatml with no default system prompt: the loader tests' template for Qwen3's rendering.
+CHATML = {"assistant_header": "<|im_start|>assistant\n", "user_header": "<|im_start|>user\n", "system_prompt": None,
+          "end_of_turn_token": "<|im_end|>"}
+
+
+def expand_reasoning(reasoning: Path, out_dir: Path, monkeypatch) -> tuple[Path, Path]:
+    """SpecForge's expand_reasoning_conversations.py over a reasoning.jsonl, as its README runs it: (events,
+    skipped)."""
+    import importlib
+    import sys
+
+    events, skipped = out_dir / "events.jsonl", out_dir / "skipped.jsonl"
+    monkeypatch.syspath_prepend(str(SPECFORGE_SCRIPTS))
+    monkeypatch.setattr(sys, "argv", ["expand", "--input-file-path", str(reasoning), "--output-file-path", str(events),
+                                      "--skipped-file-path", str(skipped)])
+    importlib.import_module("expand_reasoning_conversations").main()
+    return events, skipped

@@ -9,20 +9,14 @@ reasoning), `newline` (the `\\n` after `<|im_end|>`), `stop` (an end of turn the
 `resplit` (the answer's text tokenized into other ids). turns.jsonl, the exact route, is tested with the token
 exports in test_trainer_loaders.py."""
 
-import importlib
 import json
-import sys
 from collections import Counter
 from difflib import SequenceMatcher
-from pathlib import Path
 
 import pytest
 
-from merge_runs import QWEN3_SCRIPT, QWEN3_THINKING_OFF, flat, register, scripted_run, spans
+from merge_runs import CHATML, QWEN3_SCRIPT, QWEN3_THINKING_OFF, expand_reasoning, flat, register, scripted_run, spans
 
-SCRIPTS = Path(__file__).resolve().parent / "specforge_scripts"
-CHATML_EXACT = {"assistant_header": "<|im_start|>assistant\n", "user_header": "<|im_start|>user\n",
-                "system_prompt": None, "end_of_turn_token": "<|im_end|>"}
 # The turns the text exports carry: each conversation up to its first turn cut by length or stopped otherwise.
 CARRIED = {"think_two": 2, "think_cut": 1, "think_eos": 0, "think_split": 1, "plain_two": 2, "plain_one": 1}
 
@@ -80,7 +74,7 @@ def test_specforge_messages_under_chatml_exact(run):
     _, layout, by_name, tokenizer = run
     dataset = build_eagle3_dataset(load_dataset("json", data_files=str(layout.export("messages.jsonl")),
                                                 split="train"),
-                                   tokenizer, chat_template=register("chatml-exact", **CHATML_EXACT), max_length=4096,
+                                   tokenizer, chat_template=register("chatml-exact", **CHATML), max_length=4096,
                                    num_proc=None)
     kinds, stretches = tally([(r["input_ids"], r["loss_mask"]) for r in dataset], tokenizer, by_name,
                              row_per_turn=False)
@@ -95,12 +89,8 @@ def test_specforge_reasoning_route_with_a_thinking_parser(run, tmp_path, monkeyp
     from specforge.data.preprocessing import build_eagle3_dataset
 
     _, layout, by_name, tokenizer = run
-    events, skipped = tmp_path / "events.jsonl", tmp_path / "skipped.jsonl"
-    monkeypatch.syspath_prepend(str(SCRIPTS))
-    monkeypatch.setattr(sys, "argv", ["expand", "--input-file-path", str(layout.export("reasoning.jsonl")),
-                                      "--output-file-path", str(events), "--skipped-file-path", str(skipped)])
-    importlib.import_module("expand_reasoning_conversations").main()
-    template = register("chatml-exact-thinking", **CHATML_EXACT, parser_type="thinking")
+    events, skipped = expand_reasoning(layout.export("reasoning.jsonl"), tmp_path, monkeypatch)
+    template = register("chatml-exact-thinking", **CHATML, parser_type="thinking")
     dataset = build_eagle3_dataset(load_dataset("json", data_files=str(events), split="train"), tokenizer,
                                    chat_template=template, max_length=4096, num_proc=None, train_only_last_turn=True)
     kinds, stretches = tally([(r["input_ids"], r["loss_mask"]) for r in dataset], tokenizer, by_name,

@@ -8,21 +8,16 @@ ids and masks; under the settings the README recommends, the text exports train 
 generate. The packages come from the README's test set-up (`pip install --no-deps specforge==0.2.0
 speculators==0.9.0`): without them these tests fail, they are never skipped."""
 
-import importlib
 import json
-import sys
 from collections import Counter
-from pathlib import Path
 
 import pytest
 
-from merge_runs import QWEN3_SCRIPT, QWEN3_THINKING_OFF, register, scripted_run, spans
+from merge_runs import CHATML, QWEN3_SCRIPT, QWEN3_THINKING_OFF, expand_reasoning, register, scripted_run, spans
 
-SCRIPTS = Path(__file__).resolve().parent / "specforge_scripts"
-# What README: Exports recommends for SpecForge's train_data_path: the model's end-of-turn token without the newline
-# the built-in Qwen templates append (and train), and no default system prompt where a conversation had none.
-CHATML = {"assistant_header": "<|im_start|>assistant\n", "user_header": "<|im_start|>user\n", "system_prompt": None,
-          "end_of_turn_token": "<|im_end|>"}
+# merge_runs.CHATML is what README: Exports recommends for SpecForge's train_data_path: the model's end-of-turn token
+# without the newline the built-in Qwen templates append (and train), and no default system prompt where a
+# conversation had none.
 
 
 @pytest.fixture(scope="module")
@@ -121,11 +116,7 @@ def test_specforge_reasoning_route_trains_each_turn_as_generated(qwen3_run, tmp_
     from specforge.data.preprocessing import build_eagle3_dataset
 
     _, layout, by_name, tokenizer = qwen3_run
-    expanded, skipped = tmp_path / "events.jsonl", tmp_path / "skipped.jsonl"
-    monkeypatch.syspath_prepend(str(SCRIPTS))
-    monkeypatch.setattr(sys, "argv", ["expand", "--input-file-path", str(layout.export("reasoning.jsonl")),
-                                      "--output-file-path", str(expanded), "--skipped-file-path", str(skipped)])
-    importlib.import_module("expand_reasoning_conversations").main()
+    expanded, skipped = expand_reasoning(layout.export("reasoning.jsonl"), tmp_path, monkeypatch)
     assert skipped.read_text() == ""
     template = register("shardgen-qwen3-thinking", **CHATML, parser_type="thinking")
     dataset = build_eagle3_dataset(load_dataset("json", data_files=str(expanded), split="train"), tokenizer,

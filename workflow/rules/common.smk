@@ -13,6 +13,7 @@ from shardgen.layout import SHARD_REGEX, SHARD_WILDCARD as SHARD, Layout, shard_
 from shardgen.run_start import prepare_run
 from shardgen.prompts.sources import check_readable
 from shardgen.target_model import check_model_folder
+from shardgen.sampling import GENERATION_CONFIG
 
 
 # Snakemake's config schema validation, done by Config.from_dict (one path for the workflow and the CLI) against

@@ -9,8 +9,7 @@ rule prompts:
         sources=source_files,
         model=Path(CONFIG.model.path, "config.json"),
         # The sampling a source leaves out is the model's: an edited generation config remakes the prompt set.
-        generation_config=lambda wildcards: [path for path in [Path(CONFIG.model.path, "generation_config.json")]
-                                             if path.is_file()],
+        generation_config=lambda wildcards: [p] if (p := Path(CONFIG.model.path, GENERATION_CONFIG)).is_file() else [],
     output:
         prompts=LAYOUT.prompts,
         rejected=LAYOUT.prompt_table("rejected"),

@@ -8,6 +8,7 @@ env file under envs/, and one entry in BACKENDS (with the sampling fields it app
 backend choices, its `engine.<name>` sections and the env every rule runs in are read from BACKENDS."""
 
 import importlib
+from functools import cache
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -195,8 +196,14 @@ def request_sampling(backend: str, values: dict) -> dict:
     through only at their neutral value). An engine outside the registry (a test's fake) takes them all."""
     if backend not in BACKENDS:
         return values
-    left_out = {f.name for f in sampling.FIELDS if not BACKENDS[backend].applies_sampling(f)}
+    left_out = _left_out(BACKENDS[backend])
     return {k: v for k, v in values.items() if k not in left_out}
+
+
+@cache
+def _left_out(registration: Registration) -> frozenset[str]:
+    """The sampling fields a backend cannot apply, worked out once (request_sampling runs for every request)."""
+    return frozenset(f.name for f in sampling.FIELDS if not registration.applies_sampling(f))
 
 
 def recorded_numerics(record: dict) -> dict:

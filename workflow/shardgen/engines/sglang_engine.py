@@ -47,12 +47,17 @@ class SGLangEngine:
         self.cache_env = point_caches(config.engine.cache_path(config.results))
         import sglang
         from sglang.srt.server_args import ServerArgs
+        from sglang.srt.utils import get_device_memory_capacity  # MiB, from nvidia-smi: no CUDA context here
 
+        names = server_arg_names(ServerArgs)
+        # What the sizing reads, once: the model's shape and the GPU's memory.
+        model_config = json.loads((Path(model.path) / "config.json").read_text())
+        gpu_mib = get_device_memory_capacity()
         if self.auto:
-            engine = self._size_running_cap(engine, model.path, work)
-        if "prefill_max_requests" in server_arg_names(ServerArgs):
-            engine = self._limit_prefill(engine, model.path)
-        self.args = build_server_args(engine, str(model.path), server_arg_names(ServerArgs), seed=config.seed,
+            engine = self._size_running_cap(engine, model_config, gpu_mib, work)
+        if "prefill_max_requests" in names:
+            engine = self._limit_prefill(engine, model_config, gpu_mib)
+        self.args = build_server_args(engine, str(model.path), names, seed=config.seed,
                                       trust_remote_code=model.trust_remote_code)
         self.stop_ids = model.stop_token_ids
         self.extra_sampling = extra_sampling or {}
@@ -90,12 +95,10 @@ class SGLangEngine:
             record["prefill_limit_auto"] = self.prefill_auto.as_dict()
         return self.info_from_record(record)
 
-    def _size_running_cap(self, engine: EngineConfig, model_path: Path, work: Sequence[dict]) -> EngineConfig:
+    def _size_running_cap(self, engine: EngineConfig, model_config: dict, gpu_mib: float | None,
+                          work: Sequence[dict]) -> EngineConfig:
         """`auto`'s running cap, sized before the start: the pools cannot change once it runs (sglang_running_cap)."""
-        from sglang.srt.utils import get_device_memory_capacity  # MiB, from nvidia-smi: no CUDA context here
-
-        model_config = json.loads((Path(model_path) / "config.json").read_text())
-        self.cap_auto = sglang_running_cap.choose(engine, model_config, work, get_device_memory_capacity())
+        self.cap_auto = sglang_running_cap.choose(engine, model_config, work, gpu_mib)
         log.info("running cap auto: %s, as %s", self.cap_auto.max_running_requests or "SGLang's own",
                  self.cap_auto.why)
         if self.cap_auto.max_running_requests is None:
@@ -105,13 +108,10 @@ class SGLangEngine:
         return dataclasses.replace(engine, max_running_requests=chosen.max_running_requests,
                                    args={**engine.args, **pool})
 
-    def _limit_prefill(self, engine: EngineConfig, model_path: Path) -> EngineConfig:
+    def _limit_prefill(self, engine: EngineConfig, model_config: dict, gpu_mib: float | None) -> EngineConfig:
         """Under a prefix cache, at most as many admissions per prefill batch as their state copies fit beside the
         static pools (sglang_running_cap.prefill_limit): the default run must not die out of memory there."""
-        from sglang.srt.utils import get_device_memory_capacity
-
-        model_config = json.loads((Path(model_path) / "config.json").read_text())
-        self.prefill_auto = sglang_running_cap.prefill_limit(engine, model_config, get_device_memory_capacity())
+        self.prefill_auto = sglang_running_cap.prefill_limit(engine, model_config, gpu_mib)
         log.info("prefill limit auto: %s, as %s", self.prefill_auto.prefill_max_requests or "SGLang's own",
                  self.prefill_auto.why)
         if self.prefill_auto.prefill_max_requests is None:

@@ -13,8 +13,6 @@ Old spelling -> today's key (a warning says so each time a file uses it):
 
 import dataclasses
 
-import yaml
-
 from shardgen.engines import DEFAULT_BACKEND
 
 STRATEGIES = ("no_buffer", "extra_buffer", "extra_buffer_lazy", "no_radix", "auto")
@@ -74,6 +72,6 @@ def _default(key: tuple[str, ...]):
     """Today's key's default: the schema's (engine.sglang's here, the rest in the config schema)."""
     if key[0] == "sglang":
         return SCHEMA["properties"][key[1]]["default"]
-    from shardgen.config_schema import SCHEMA_PATH  # the file, not schema(): this runs while it is being built
+    from shardgen.config_schema import schema  # it imports this module's package; cached: read once a process
 
-    return yaml.safe_load(SCHEMA_PATH.read_text())["properties"]["engine"]["properties"][key[0]]["default"]
+    return schema()["properties"]["engine"]["properties"][key[0]]["default"]

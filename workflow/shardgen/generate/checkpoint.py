@@ -71,9 +71,6 @@ class ShardCheckpoint:
             finally:
                 self._locked = False
 
-    def writer(self) -> PartWriter:
-        return PartWriter(self.folder)
-
     def parts(self) -> list[Path]:
         """Its committed parts, oldest first."""
         return part_files(self.folder)
