@@ -4,6 +4,7 @@ import hashlib
 import json
 import os
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 import yaml
@@ -75,6 +76,15 @@ class Config:
     seed: int
     sources: tuple[SourceConfig, ...]
     raw: dict = field(repr=False, compare=False)  # the validated dict: what the resolved file and plans record
+
+    @cached_property
+    def target_model(self):
+        """The target's tokenizer, template, stop ids and hashes (target_model.ModelInfo), loaded once per config:
+        a step that checks, merges and describes the prompt set asks it several times, and each load reads the
+        tokenizer and hashes the weights."""
+        from shardgen.target_model import ModelInfo
+
+        return ModelInfo.from_config(self.model)
 
     @classmethod
     def from_dict(cls, raw: dict) -> "Config":

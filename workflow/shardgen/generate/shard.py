@@ -99,9 +99,7 @@ def generate_shard(config: Config, shard: int, done_path: Path, retry_limit: int
     shard_checkpoint = checkpoint.ShardCheckpoint(layout, shard, done_path)
     with shard_checkpoint.lock():
         gpu = gpu_lease.lease_for(config)  # before torch is imported: it sets CUDA_VISIBLE_DEVICES
-        from shardgen.target_model import ModelInfo
-
-        model = ModelInfo.from_config(config.model)
+        model = config.target_model
         total, todo = _todo(config, layout, shard, retry_limit, model.encode)
         log.info("shard %d: %d prompts, %d to %s", shard, total, len(todo),
                  "generate" if retry_limit is None else "retry")

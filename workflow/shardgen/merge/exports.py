@@ -59,10 +59,7 @@ class ExportRules:
 
     @classmethod
     def of(cls, config) -> "ExportRules":
-        from shardgen.target_model import ModelInfo
-
-        return cls(config.model.reasoning_tags, config.exports.on_length,
-                   ModelInfo.from_config(config.model).end_of_turn_id)
+        return cls(config.model.reasoning_tags, config.exports.on_length, config.target_model.end_of_turn_id)
 
     @classmethod
     def defaults(cls) -> "ExportRules":

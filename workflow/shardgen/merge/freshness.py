@@ -44,7 +44,7 @@ def check(config: Config, path: Path) -> int:
     """Raise StaleError naming the stale rows per source; return the rows checked."""
     if not Path(path).is_file():
         raise StaleError(f"{path} is missing: rerun snakemake")
-    rows, stale = stale_by_source(config, path, ModelInfo.from_config(config.model))
+    rows, stale = stale_by_source(config, path, config.target_model)
     if stale:
         per_source = ", ".join(f"{source}: {n}" for source, n in sorted(stale.items()))
         raise StaleError(f"{path} is stale: {sum(stale.values())} of {rows} rows were made for other settings than "

@@ -28,9 +28,7 @@ def engine_numerics(engine: dict | None, model_dir: Path) -> dict:
 
 
 def provenance(config, layout: Layout) -> dict:
-    from shardgen.target_model import ModelInfo
-
-    model = ModelInfo.from_config(config.model)
+    model = config.target_model
     engines = {}
     for shard in range(config.n_shards):  # the config's shards: a done file left by an earlier split is not data
         if (record := ShardCheckpoint(layout, shard).done()) is not None:

@@ -39,7 +39,7 @@ def _start_worker(setup: WorkerSetup) -> None:
     global _processor
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the main process's to handle
     config = Config.from_dict(setup.raw_config)
-    chat = ChatEncoder.from_portable(setup.chat) if setup.chat else ModelInfo.from_config(config.model).chat
+    chat = ChatEncoder.from_portable(setup.chat) if setup.chat else config.target_model.chat
     _processor = ChunkProcessor(config, setup.fingerprint, setup.served, chat)
 
 

@@ -17,7 +17,6 @@ from shardgen import tables
 from shardgen.atomic import committed, write_table
 from shardgen.config import Config
 from shardgen.layout import prompt_table
-from shardgen.target_model import ModelInfo
 from shardgen.prompts.pool import chunk_results
 from shardgen.prompts.rows import ChunkResult
 from shardgen.prompts.sources import open_source
@@ -121,7 +120,7 @@ def build_prompts(config: Config, out_dir: Path, workers: int | None = None) -> 
     """Write prompts/, rejected/, duplicates/ and sources.parquet under out_dir; return per-source counts.
     `workers` processes render and tokenize (default: the config's prompts.workers, else every usable core)."""
     workers = workers or config.prompts.workers or default_workers()
-    model = ModelInfo.from_config(config.model)
+    model = config.target_model
     model.stop_token_ids  # fails now, before any row is read, if the template is missing
     sources = config.sources
     opened = [open_source(source, i) for i, source in enumerate(sources)]  # file problems stop here

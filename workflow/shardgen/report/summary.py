@@ -13,7 +13,6 @@ from shardgen.generate import checkpoint
 from shardgen.report.figures import draw
 from shardgen.merge.freshness import check_dataset
 from shardgen.layout import Layout, ReportLayout
-from shardgen.target_model import ModelInfo
 from shardgen.report.efficiency_forecast import markdown as outlook_markdown, outlook
 from shardgen.prompts.sources import file_sha256
 
@@ -43,7 +42,7 @@ def summary(con) -> dict:
 
 
 def manifest(con, config: Config, per_source: list[dict], outputs: list[Path], done_files: list[Path]) -> dict:
-    model = ModelInfo.from_config(config.model)
+    model = config.target_model
     rejected = db.query(con, "rejected_reasons")
     sources = {r["source"]: dict(r) for r in per_source}
     for row in con.execute("SELECT source, origin, fingerprint FROM sources").fetchall():

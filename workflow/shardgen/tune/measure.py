@@ -24,7 +24,6 @@ from shardgen.atomic import write_text
 from shardgen.config import Config
 from shardgen.generate.driver import run_prompts, window
 from shardgen.engines.session import open_engine
-from shardgen.target_model import ModelInfo
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +55,7 @@ def measure(tune_dir: Path, name: str) -> dict:
     warm = [{**p, "gen_key": "warm-" + p["gen_key"], "max_new_tokens": WARM_UP["max_new_tokens"]}
             for p in prompts[:WARM_UP["prompts"]]]
     t0 = time.monotonic()
-    with open_engine(config, ModelInfo.from_config(config.model), tune.setting_dir(name), work=prompts,
+    with open_engine(config, config.target_model, tune.setting_dir(name), work=prompts,
                      extra_sampling={"ignore_eos": True} if plan["ignore_eos"] else None) as engine:
         start_s = time.monotonic() - t0
         with tempfile.TemporaryDirectory() as tmp:
