@@ -2,7 +2,7 @@
 
 import hashlib
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
@@ -22,11 +22,16 @@ def check_model_folder(model: ModelConfig, built_by_workflow: Path) -> None:
     """Raise ModelError naming model.path when it is no model folder (no config.json), unless it is the folder the
     workflow builds itself (the demo model): checked at every parse, before Snakemake would say only that an input
     file is missing."""
-    path = Path(model.path)
-    if (path / "config.json").is_file() or path.resolve() == built_by_workflow.resolve():
+    if Path(model.path).resolve() != built_by_workflow.resolve():
+        _require_model_folder(model.path)
+
+
+def _require_model_folder(given: str) -> None:
+    path = Path(given)
+    if (path / "config.json").is_file():
         return
     state = "holds no config.json" if path.is_dir() else "is not a directory" if path.exists() else "not found"
-    raise ModelError(f"model.path {model.path}: {state} (resolved to {path.resolve()}); it must be a model folder "
+    raise ModelError(f"model.path {given}: {state} (resolved to {path.resolve()}); it must be a model folder "
                      "(config.json, tokenizer, weights)")
 
 
@@ -84,14 +89,11 @@ class ModelInfo:
     path: Path
     chat_template: str | None = None
     trust_remote_code: bool = False
-    _cache: dict = field(default_factory=dict, repr=False)
 
     @classmethod
     def from_config(cls, model_cfg: ModelConfig) -> "ModelInfo":
-        path = Path(model_cfg.path).resolve()
-        if not (path / "config.json").is_file():
-            raise ModelError(f"model.path: {model_cfg.path} is not a model folder (no config.json in {path})")
-        return cls(path, model_cfg.chat_template, model_cfg.trust_remote_code)
+        _require_model_folder(model_cfg.path)
+        return cls(Path(model_cfg.path).resolve(), model_cfg.chat_template, model_cfg.trust_remote_code)
 
     @cached_property
     def tokenizer(self):
