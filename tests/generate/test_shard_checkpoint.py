@@ -39,6 +39,9 @@ def test_the_done_record_is_written_under_the_lock_read_back_and_removed_by_rese
         with pytest.raises(ShardBusy), ShardCheckpoint(layout, 0).lock():
             pass  # a second writer of the same shard is refused
         again = shard.finish(None, "cpu")
+        with pytest.raises(ShardBusy, match="stop it before resetting"):
+            ShardCheckpoint(layout, 0).reset()  # a running shard is not moved from under its writer
+        assert shard.is_done() and shard.folder.exists()
     assert (again["prompts"], again["generated"], again["failed"]) == (3, 3, 0)
     assert shard.done()["engine"] is None and shard.done()["gpu"] == "cpu"  # rewritten under the lock
     moved = shard.reset()
