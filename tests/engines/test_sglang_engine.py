@@ -196,7 +196,8 @@ def test_capture_sends_the_logprob_arguments_and_reads_meta_info(fake_sglang, mo
     adapter.telemetry = SimpleNamespace(completed=lambda n: None)
     try:
         for k, prompt in ((3, [1, 2, 3]), (0, [1, 2])):  # odd length: stops on 9; even: cut by length
-            adapter.capture_args = capture_args(Capture(k))
+            adapter.capture = Capture(k)
+            adapter.capture_args = capture_args(adapter.capture)
             result = fake.loop.run_until_complete(adapter.generate(Request(f"r{k}", prompt, {"max_new_tokens": 4})))
             assert fake.logprob_args[-1] == {"return_logprob": True, "top_logprobs_num": k, "logprob_start_len": -1}
             assert len(result.logprobs) == len(result.top_ids) == len(result.output_ids)
@@ -206,7 +207,13 @@ def test_capture_sends_the_logprob_arguments_and_reads_meta_info(fake_sglang, mo
             if k:
                 assert [ids[0] for ids in result.top_ids] == result.output_ids
                 assert result.top_logprobs[0] == [-0.05, -1.05, -2.05]
-        adapter.capture_args = capture_args(None)
+        adapter.capture = Capture(2, frozenset({"b"}))  # one source captured: another's request asks for nothing
+        adapter.capture_args = capture_args(adapter.capture)
+        for source, asked in (("a", False), ("b", True)):
+            result = fake.loop.run_until_complete(
+                adapter.generate(Request(f"from-{source}", [1, 2], {"max_new_tokens": 4}, source)))
+            assert fake.logprob_args[-1]["return_logprob"] is asked and (result.logprobs is not None) is asked
+        adapter.capture, adapter.capture_args = None, capture_args(None)
         result = fake.loop.run_until_complete(adapter.generate(Request("off", [1, 2], {"max_new_tokens": 4})))
         assert fake.logprob_args[-1]["return_logprob"] is False and result.logprobs is None
     finally:

@@ -138,6 +138,28 @@ def test_a_shard_killed_and_resumed_keeps_one_sidecar_row_per_turn(make_config, 
     assert set(side) == set(turns(layout))
 
 
+@pytest.mark.parametrize("everywhere, own, captured", [
+    (False, {"b": True}, ["b"]),  # capture off, one source asks for it
+    (True, {"a": False}, ["b"]),  # capture on, one source leaves it
+])
+def test_a_source_turns_capture_on_or_off_for_its_own_turns(make_config, write_jsonl, everywhere, own, captured):
+    sources = [{"name": name, "path": write_jsonl(f"{name}.jsonl", [{"query": f"{name} asks {i}?"} for i in range(3)]),
+                "format": "query_response", "sampling": GREEDY, **({"capture": own[name]} if name in own else {})}
+               for name in ("a", "b")]
+    cfg = make_config(sources, capture={"logprobs": everywhere, "top_k": 2}, shards=1)
+    layout = stage(cfg, 1)
+    finish(cfg, layout)
+    by_source = {}
+    for d in pq.read_table(layout.dataset).to_pylist():
+        by_source.setdefault(d["source"], set()).add(d["logprob_mean"] is not None)
+    assert by_source == {"a": {"a" in captured}, "b": {"b" in captured}}
+    sources_of = {r["conversation_id"]: r["source"] for r in pq.read_table(layout.dataset).to_pylist()}
+    assert sorted({sources_of[i.rsplit("#", 1)[0]] for i in sidecar(layout)}) == captured
+    assert len(sidecar(layout)) == 3 and all(len(r["top_ids"][0]) == 2 for r in sidecar(layout).values())
+    manifest = json.loads(layout.export("manifest.json").read_text())["capture"]
+    assert (manifest["sources"], manifest["rows"]) == (captured, 3)
+
+
 @pytest.mark.parametrize("top_k, said", [(-1, "less than the minimum of 0"), (65, "greater than the maximum of 64")])
 def test_a_bad_top_k_fails_at_config_time_naming_the_key(make_config, write_jsonl, top_k, said):
     with pytest.raises(ConfigError, match=rf"capture\.top_k: {top_k} is {said}"):

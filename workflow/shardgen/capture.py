@@ -17,14 +17,28 @@ MAX_TOP_K = 64  # the schema's maximum for capture.top_k (workflow/schemas/confi
 
 @dataclass(frozen=True)
 class Capture:
-    """What a request asks the engine for: the chosen token's logprob, and the top `top_k` (0: the chosen only)."""
+    """What a captured request asks the engine for: the chosen token's logprob, and the top `top_k` (0: the chosen
+    only); `sources`: the sources whose requests are captured (None: every source)."""
     top_k: int
+    sources: frozenset[str] | None = None
 
     @classmethod
     def of(cls, config) -> "Capture | None":
-        """The config's capture, None when off (or a config without the section: a test's stand-in)."""
+        """The config's capture: `capture.logprobs` for every source, but where a source's own `capture` says
+        otherwise; None when no source is captured (or a config without the section: a test's stand-in)."""
         section = getattr(config, "capture", None)
-        return cls(section.top_k) if section is not None and section.logprobs else None
+        if section is None:
+            return None
+        own = {s.name: s.capture for s in config.sources}
+        if section.logprobs:
+            left_out = {name for name, captured in own.items() if captured is False}
+            return cls(section.top_k, frozenset(own) - left_out if left_out else None)
+        chosen = frozenset(name for name, captured in own.items() if captured)
+        return cls(section.top_k, chosen) if chosen else None
+
+    def wants(self, source: str | None) -> bool:
+        """Whether a request of `source` is captured (a request without one: under a global capture only)."""
+        return self.sources is None or source in self.sources
 
 
 def aligned(n: int, logprobs: list | None, top_ids: list | None, top_logprobs: list | None, k: int) -> dict:

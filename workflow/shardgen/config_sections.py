@@ -138,6 +138,7 @@ class SourceConfig(Section):
     multi_turn: str
     sampling: SamplingOverrides
     chat_template_kwargs: dict
+    capture: bool | None  # this source captured or not, whatever capture.logprobs says; None: as it says
     path: str | None = None  # exactly one of path and dataset is set (the schema's oneOf)
     dataset: str | None = None
 

@@ -44,6 +44,7 @@ class Request:
     rid: str  # unique per attempt: engines may refuse a reused id
     prompt_ids: list[int]
     sampling: dict  # max_new_tokens and the sampling fields the backend applies (request_sampling)
+    source: str | None = None  # its prompt's source: whether it is captured (capture.Capture.wants)
 
 
 @dataclass

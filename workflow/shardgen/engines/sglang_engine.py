@@ -61,7 +61,8 @@ class SGLangEngine:
                                       trust_remote_code=model.trust_remote_code)
         self.stop_ids = model.stop_token_ids
         self.extra_sampling = extra_sampling or {}
-        self.capture_args = capture_args(Capture.of(config))
+        self.capture = Capture.of(config)
+        self.capture_args = capture_args(self.capture)
         self.startup: dict = {}
         self.watchdog = watchdog
         workdir.mkdir(parents=True, exist_ok=True)
@@ -192,8 +193,9 @@ class SGLangEngine:
 
     async def generate(self, request: Request) -> Result:
         sampling = {**request.sampling, "stop_token_ids": self.stop_ids, **self.extra_sampling}
+        captured = self.capture_args if self.capture and self.capture.wants(request.source) else {}
         result = result_of(await self.engine.async_generate(input_ids=request.prompt_ids, sampling_params=sampling,
-                                                          rid=request.rid, **self.capture_args))
+                                                          rid=request.rid, **captured))
         self.telemetry.completed(len(result.output_ids))
         if self.watchdog:
             self.watchdog.progress()

@@ -148,11 +148,15 @@ class TransformersEngine:
                     self.watchdog.progress()
 
     def _take_batch(self) -> list:
-        # HF generate takes one sampling config per call: batch requests that share one.
-        key = json.dumps(self._pending[0][0].sampling, sort_keys=True)
+        # HF generate takes one sampling config and one logits processor per call: batch requests that share a
+        # sampling and whether they are captured.
+        def key(request: Request) -> str:
+            return json.dumps([request.sampling, self._captured(request)], sort_keys=True)
+
+        first = key(self._pending[0][0])
         batch, rest = [], []
         for item in self._pending:
-            same = json.dumps(item[0].sampling, sort_keys=True) == key
+            same = key(item[0]) == first
             (batch if same and len(batch) < self.max_running_requests else rest).append(item)
         self._pending = rest
         return batch
@@ -165,13 +169,16 @@ class TransformersEngine:
         for i, r in enumerate(requests):  # left padding, so every row's generation starts at `width`
             ids[i, width - len(r.prompt_ids):] = torch.tensor(r.prompt_ids)
             mask[i, width - len(r.prompt_ids):] = 1
-        recorder = self._recorder(requests[0].sampling["temperature"]) if self.capture else None
+        recorder = self._recorder(requests[0].sampling["temperature"]) if self._captured(requests[0]) else None
         with torch.inference_mode():
             out = self.model.generate(ids, attention_mask=mask, **hf_sampling(requests[0].sampling),
                                       eos_token_id=sorted(self.stop_ids), pad_token_id=self.pad_id,
                                       **({"logits_processor": [recorder]} if recorder else {}))
         captured = recorder.rows(out) if recorder else [{}] * len(requests)
         return [self._result(r, out[i, width:].tolist(), captured[i]) for i, r in enumerate(requests)]
+
+    def _captured(self, request: Request) -> bool:
+        return self.capture is not None and self.capture.wants(request.source)
 
     def _recorder(self, temperature: float):
         """A logits processor that records the capture (shardgen.capture: what a logprob is). HF runs the

@@ -61,7 +61,7 @@ async def drive(engine: Engine, prompts: Iterable[TurnRequest], *, window: int, 
     async def turn(prompt: TurnRequest) -> dict:
         submitted, start = datetime.now(timezone.utc), time.monotonic()
         request = Request(f"{prompt.gen_key}-a{attempt}", prompt.prompt_ids,
-                          request_sampling(engine.info.backend, prompt.sampling.as_dict()))
+                          request_sampling(engine.info.backend, prompt.sampling.as_dict()), prompt.source)
         try:
             result = await engine.generate(request)
         except Exception as err:  # a failed request is recorded, never fatal to the shard

@@ -39,6 +39,7 @@ class TurnRequest:
     prompt_ids: list[int]
     sampling: Sampling
     template_kwargs: dict
+    source: str | None = None  # the prompts row's (whether its turns are captured: capture.Capture.wants)
 
     @classmethod
     def first(cls, row: dict) -> "TurnRequest":
@@ -47,7 +48,8 @@ class TurnRequest:
         return cls(prompt_id=row["prompt_id"], conversation_id=row.get("conversation_id") or row["prompt_id"],
                    base_key=row["gen_key"], gen_key=row["gen_key"], turn=1, turns=tuple(row.get("turns") or ()),
                    history=list(row.get("messages") or ()), prompt_ids=list(row["prompt_ids"]),
-                   sampling=Sampling.of(row), template_kwargs=extra.get("chat_template_kwargs", {}))
+                   sampling=Sampling.of(row), template_kwargs=extra.get("chat_template_kwargs", {}),
+                   source=row.get("source"))
 
     def next(self, completion: str, output_ids: list[int], encode) -> "TurnRequest | None":
         """The request for the turn after this one (which produced completion/output_ids), or None at the end."""

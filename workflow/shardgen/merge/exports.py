@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from shardgen import db, tables
-from shardgen.capture import MAX_TOP_K
+from shardgen.capture import MAX_TOP_K, Capture
 from shardgen.atomic import committed, write_text
 from shardgen.layout import Layout
 from shardgen.merge import reasoning
@@ -117,10 +117,11 @@ def capture_manifest(config, layout: Layout) -> dict:
     """The manifest's description of the capture sidecar: its settings, rows and layout."""
     path = layout.export("turns.topk.parquet")
     rows = pq.ParquetFile(path).metadata.num_rows if path.is_file() else 0
-    section = getattr(config, "capture", None)
+    section, capture = getattr(config, "capture", None), Capture.of(config)
+    captured = "none" if capture is None else "all" if capture.sources is None else sorted(capture.sources)
     return {
         "logprobs": bool(section and section.logprobs), "top_k": section.top_k if section else None,
-        "max_top_k": MAX_TOP_K, "file": str(path), "rows": rows,
+        "sources": captured, "max_top_k": MAX_TOP_K, "file": str(path), "rows": rows,
         "rows_are": "one per turns.jsonl row (same id) whose turn was generated with capture on; none for a turn "
                     "generated without it (capture off, or committed before it was turned on)",
         "positions": "one entry per loss-masked position of the turns.jsonl row (its output_ids), in order",
