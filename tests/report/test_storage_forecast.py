@@ -87,6 +87,11 @@ def test_before_any_run_the_plan_is_max_new_tokens_and_the_formats_by_hand(runs,
     assert plan["turns"] == sum(turns) and plan["tokens"] == sum(p["work_tokens"] for p in prompts)
     assert plan["output_tokens"] == sum(n * p["max_new_tokens"] for n, p in zip(turns, prompts))
     assert result["topk_sidecar"]["bytes"] == plan["output_tokens"] * (2 + 64 * (4 + 2))
+    one = prompts[0]["source"]  # a sidecar of one source's turns (its `capture: true`) holds only their tokens
+    side = storage_plan.plan(fresh, demo_model, topk=20, captured=frozenset({one}))["topk_sidecar"]
+    tokens = sum(n * p["max_new_tokens"] for n, p in zip(turns, prompts) if p["source"] == one)
+    assert (side["sources"], side["output_tokens"], side["bytes"]) == ([one], tokens, tokens * (2 + 20 * 6))
+    assert 0 < tokens < plan["output_tokens"]
     hidden = ModelShape.from_dir(demo_model).get("hidden_size")
     eagle, dflash = result["hidden_states"]
     assert (eagle["bf16_bytes"], eagle["fp8_bytes"]) == (4 * hidden * 2 * plan["tokens"], 4 * hidden * plan["tokens"])

@@ -89,7 +89,8 @@ COMMANDS = {
         opt("--log", help="an SGLang log: its decode lines' gen throughput is the per-GPU rate"),
         opt("--pilot", help="a finished run's results folder to measure output lengths and bytes per token from "
                             "(default: this run's, once merged; none: max_new_tokens and the formats)"),
-        opt("--topk", type=int, help="k of the top-k sidecar to size (default 20)"),
+        opt("--topk", type=int, help="k of the top-k sidecar to size (default: capture.top_k where capture is on, "
+                                     "else 20)"),
         opt("--dflash-layers", type=int, help="target layers a DFlash draft reads (default 5)"),
         opt("--prefill-fraction", type=float, help="prefill's share of the GPU's dense BF16 peak "
                                                                 "(default 0.4)"),

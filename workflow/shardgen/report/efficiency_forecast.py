@@ -6,6 +6,7 @@ rate gives for its prompts on the configured GPUs and per 100,000 prompts. summa
 from pathlib import Path
 
 from shardgen import ShardgenError
+from shardgen.capture import Capture
 from shardgen.generate import checkpoint
 from shardgen.report import forecast as fc
 from shardgen.report.diagnose import examine
@@ -53,8 +54,10 @@ def storage(config, layout) -> dict:
     from shardgen.report import storage_plan
 
     try:
-        return storage_plan.plan(layout, Path(config.model.path), gpu=config.hardware.gpu,
-                                 peak_overrides=config.hardware.peaks)
+        capture = Capture.of(config)
+        return storage_plan.plan(layout, Path(config.model.path), topk=capture.top_k if capture else storage_plan.TOPK,
+                                 gpu=config.hardware.gpu, peak_overrides=config.hardware.peaks,
+                                 captured=capture.sources if capture else None)
     except ShardgenError as err:
         return {"note": f"no storage plan: {err}"}
 

@@ -7,6 +7,7 @@ summary.json (`storage`) and report.md."""
 from pathlib import Path
 
 from shardgen import ShardgenError
+from shardgen.capture import Capture
 from shardgen.engines.model_shape import ModelConfigError, ModelShape
 from shardgen.layout import Layout
 from shardgen.report import peaks, storage_loads, storage_sizes
@@ -31,7 +32,8 @@ def pilot_layout(layout: Layout, pilot: Path | None) -> Layout | None:
 
 def plan(layout: Layout, model_dir: Path, pilot: Path | None = None, topk: int = TOPK,
          dflash_layers: int = DFLASH_LAYERS, gpu: str | None = None, peak_overrides: dict | None = None,
-         prefill_fraction: float = PREFILL_FRACTION) -> dict:
+         prefill_fraction: float = PREFILL_FRACTION, captured: frozenset[str] | None = None) -> dict:
+    """`captured`: the sources the sidecar would hold (None: every source)."""
     measured_run = pilot_layout(layout, pilot)
     lengths = storage_loads.pilot_output_lengths(measured_run.dataset) if measured_run else {}
     per_source = storage_loads.planned_loads(layout.prompts, lengths)
@@ -43,6 +45,8 @@ def plan(layout: Layout, model_dir: Path, pilot: Path | None = None, topk: int =
     else:
         rates = storage_sizes.from_format(layout.prompts)
     loads = storage_loads.total(per_source)
+    sidecar_tokens = sum(load.output_tokens for source, load in per_source.items()
+                         if captured is None or source in captured)
     sizes = storage_sizes.sizes(rates, loads)
     rows = {"turns": loads.turns, "conversations": loads.conversations, "output": loads.turns}
     files = [{"file": name, "rows": rows.get(storage_sizes.DRIVERS.get(name)), "bytes": size,
@@ -69,7 +73,8 @@ def plan(layout: Layout, model_dir: Path, pilot: Path | None = None, topk: int =
         "files": files,
         "dataset_and_exports_bytes": sum(sizes.values()),
         "topk_sidecar": {"k": topk, "bytes_per_generated_token": CHOSEN_BYTES + topk * TOPK_ENTRY_BYTES,
-                         "bytes": loads.output_tokens * (CHOSEN_BYTES + topk * TOPK_ENTRY_BYTES)},
+                         "sources": "all" if captured is None else sorted(captured), "output_tokens": sidecar_tokens,
+                         "bytes": sidecar_tokens * (CHOSEN_BYTES + topk * TOPK_ENTRY_BYTES)},
         "hidden_states": [{"drafter": drafter, "layers": layers, "hidden_size": hidden, "tokens": loads.turn_tokens,
                            **{f"{dtype}_bytes": layers * hidden * size * loads.turn_tokens
                               for dtype, size in HIDDEN_DTYPES.items()}}
@@ -93,7 +98,8 @@ def from_options(args, config, layout: Layout) -> dict | None:
     if not layout.prompts.is_file() or not model:
         return None
     hardware = config.hardware if config else None
-    topk = TOPK if args.topk is None else args.topk
+    capture = Capture.of(config) if config else None
+    topk = args.topk if args.topk is not None else capture.top_k if capture else TOPK
     layers = DFLASH_LAYERS if args.dflash_layers is None else args.dflash_layers
     fraction = PREFILL_FRACTION if args.prefill_fraction is None else args.prefill_fraction
     if topk < 0 or layers < 1 or not 0 < fraction <= 1:
@@ -101,7 +107,8 @@ def from_options(args, config, layout: Layout) -> dict | None:
                             f"{topk}, {layers}, {fraction})")
     try:
         return plan(layout, Path(model), Path(args.pilot) if args.pilot else None, topk, layers,
-                    args.gpu or (hardware.gpu if hardware else None), hardware.peaks if hardware else None, fraction)
+                    args.gpu or (hardware.gpu if hardware else None), hardware.peaks if hardware else None, fraction,
+                    capture.sources if capture else None)
     except (ModelConfigError, peaks.UnknownGPU) as err:  # the time forecast still stands: say why, beside it
         return {"note": f"no storage plan: {err}"}
 
@@ -128,7 +135,8 @@ def render(result: dict) -> str:
               f"{human(f['bytes']):>12}  {f['bytes_per_token']:7.2f}  {f['from']}" for f in result["files"]]
     lines.append(f"{'dataset + exports'.ljust(width)}  {'':>12}  {human(result['dataset_and_exports_bytes']):>12}")
     s = result["topk_sidecar"]
-    lines += ["", f"top-k sidecar at k = {s['k']}: {s['bytes_per_generated_token']} B per generated token, "
+    over = "" if s["sources"] == "all" else f" (sources {', '.join(s['sources'])})"
+    lines += ["", f"top-k sidecar at k = {s['k']}{over}: {s['bytes_per_generated_token']} B per generated token, "
                   f"{human(s['bytes'])}", "", "hidden states (every token of every turn row):"]
     lines += [f"  {h['drafter']:8} {h['layers']} layers x {h['hidden_size']}: bf16 {human(h['bf16_bytes'])}, "
               f"fp8 {human(h['fp8_bytes'])}" for h in result["hidden_states"]]
