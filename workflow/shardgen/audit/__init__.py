@@ -39,9 +39,9 @@ def audit(config: Config, out: Path, *, sample: int, seed: int, top_k: int | Non
     from shardgen.audit.score import run_setting
 
     audit_dir = AuditLayout(out)
-    plan = {"sample": sample, "seed": seed, "top_k": top_k_of(config, top_k),
-            "settings": settings.plan_settings(config, against)}
+    planned = settings.plan_settings(config, against)
+    plan = {"sample": sample, "seed": seed, "top_k": top_k_of(config, top_k), "settings": planned}
     plan["sample_rows"] = write_sample(config, audit_dir.sample, sample, seed)
     write_text(json.dumps(plan, indent=1), audit_dir.plan)
-    outcomes = [run_setting(out, index) for index in range(len(plan["settings"]))]
+    outcomes = [run_setting(out, index) for index in range(len(planned))]
     return report.write(out, plan, outcomes)
