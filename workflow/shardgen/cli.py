@@ -11,9 +11,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from shardgen import ShardgenError
-from shardgen.commands import (Interrupted, cmd_demo_model, cmd_diagnose, cmd_forecast, cmd_generate, cmd_merge,
-                               cmd_prompts, cmd_query, cmd_reset, cmd_retry, cmd_report, cmd_split, cmd_status,
-                               cmd_tune)
+from shardgen.commands import (Interrupted, cmd_audit, cmd_demo_model, cmd_diagnose, cmd_forecast, cmd_generate,
+                               cmd_merge, cmd_prompts, cmd_query, cmd_reset, cmd_retry, cmd_report, cmd_split,
+                               cmd_status, cmd_tune)
 
 
 def _int_list(text: str) -> list[int]:
@@ -78,6 +78,16 @@ COMMANDS = {
         opt("--settings", type=lambda s: s.split(","), help="measure only these settings (comma-separated)"),
         opt("--count", type=int, default=1, help="settings to measure in this call (default 1; 0 = all)"),
         opt("--out", help="tune folder (default: <results_dir>/tune)"))),
+    "audit": Command(cmd_audit, "re-score a sample of generated turns prefill-only under the run's engine settings "
+                                "and others: argmax and top-k agreement, logprob drift", (
+        opt("--sample", type=int, default=200, help="turns sampled from the current generated ones (default 200)"),
+        opt("--seed", type=int, default=None, help="sample seed (default: the config's seed)"),
+        opt("--top-k", type=int, default=None, help="k of in_top_k (default: capture.top_k where capture was on, "
+                                                    "else 20; at most 64)"),
+        opt("--against", action="append", default=[], metavar="SETTING",
+            help="another setting, dotted.config.key=value (value as YAML; keys of one setting joined by commas), "
+                 "e.g. engine.args.mamba_ssm_dtype=bfloat16 or engine.backend=transformers,gpus=0; repeat for more"),
+        opt("--out", help="audit folder (default: <results_dir>/audit)"))),
     "status": Command(cmd_status, "progress of every shard", (
         opt("--watch", type=float, nargs="?", const=5.0, default=None, help="refresh every N seconds"),)),
     "forecast": Command(cmd_forecast, "time, disk and prefill cost of a planned dataset (README: Forecast)", (

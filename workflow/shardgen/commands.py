@@ -8,7 +8,7 @@ from pathlib import Path
 from shardgen import ShardgenError
 from shardgen.atomic import write_text
 from shardgen.config import Config, ConfigError, complete_config, config_path, results_dir_of
-from shardgen.layout import Layout, TuneLayout, shard_id
+from shardgen.layout import AuditLayout, Layout, TuneLayout, shard_id
 
 
 def _config(args) -> Config:
@@ -150,6 +150,27 @@ def cmd_tune(args):
         versus = (f" (x{gains['steady_decode_tps']} steady decode, x{gains['output_tps']} whole run over the current "
                   "settings)" if gains else "")
         print(f"best so far: {summary['best']}{versus}; fragment: {TuneLayout(out).best}")
+
+
+def cmd_audit(args):
+    from shardgen.audit import audit
+    from shardgen.audit.report import drift_table, overview
+
+    config = _config(args)
+    out = Path(args.out) if args.out else Layout(config.results).audit_dir
+    summary = audit(config, out, sample=args.sample, seed=config.seed if args.seed is None else args.seed,
+                    top_k=args.top_k, against=args.against)
+    sample = summary["sample"]
+    print(f"{sample['turns']} turns sampled (seed {sample['seed']}), top-k {sample['top_k']}; vs_gen: |re-scored - "
+          "generation-time| chosen-token logprob (captured turns), vs_own: |re-scored - own re-scored|")
+    print(_table(overview(summary)))
+    for index, setting in enumerate(summary["settings"]):
+        if setting["status"] == "ok":
+            print(f"\n{setting['setting']}: the turns that drift most\n{_table(drift_table(setting))}")
+        else:
+            print(f"\n{setting['setting']}: failed (rc {setting['returncode']}), log: "
+                  f"{AuditLayout(out).engine_log(index)}\n" + "\n".join(setting["log_tail"][-5:]))
+    print(f"\nwritten: {AuditLayout(out).summary}, {AuditLayout(out).turns}")
 
 
 def cmd_status(args):

@@ -85,6 +85,20 @@ TOPK_SIDECAR = pa.schema([
     ("id", pa.string()), ("logprobs", pa.list_(pa.float16())), ("top_ids", TOP_IDS),
     ("top_logprobs", pa.list_(pa.list_(pa.float16()))),
 ])
+# `shardgen audit`, turns.parquet: one row per setting and sampled turn, the turn re-scored prefill-only under the
+# setting. tokens: its output_ids; argmax_match / in_top_k: the fraction of them that are the re-scored argmax / in
+# its top k; logprob_diff_*: |re-scored - generation-time| chosen-token logprob over its positions (null: generated
+# without capture); first_argmax_mismatch: the first position (0-based) whose token is not the argmax (null: none).
+AUDIT_TURNS = pa.schema([
+    ("setting", pa.string()), ("conversation_id", pa.string()), ("turn", pa.int32()), ("gen_key", pa.string()),
+    ("tokens", pa.int32()), ("argmax_match", pa.float64()), ("in_top_k", pa.float64()),
+    ("logprob_diff_mean_abs", pa.float64()), ("logprob_diff_max_abs", pa.float64()),
+    ("first_argmax_mismatch", pa.int32()),
+])
+# A setting's scores of the audit sample (audit/score.py): per sampled turn, per output_ids position, the re-scored
+# chosen-token logprob, the argmax and the top-k ids and logprobs (engines/scoring.Scores).
+AUDIT_SCORES = pa.schema([("gen_key", pa.string()), ("logprobs", TOKEN_LOGPROBS), ("argmax_ids", TOKENS),
+                          ("top_ids", TOP_IDS), ("top_logprobs", TOP_LOGPROBS)])
 # SGLang's scheduler lines per interval (engines/telemetry.py parses them), plus our own "client" rows.
 TELEMETRY = pa.schema([
     ("ts", pa.timestamp("ms", tz="UTC")), ("kind", pa.string()), ("running", pa.int32()), ("queue", pa.int32()),

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Protocol
 
 from shardgen import sampling
+from shardgen.engines.scoring import ScoreRequest, Scores
 
 
 @dataclass(frozen=True)
@@ -27,8 +28,7 @@ class Registration:
     applies_sampling: Callable[[sampling.SamplingField], bool]
 
 
-# SGLang takes these names in a request's sampling params; Hugging Face generate takes every key a generation
-# config can set.
+# SGLang takes these names in a request's sampling params; HF generate takes every key a generation config can set.
 SGLANG_SAMPLING = frozenset({"temperature", "top_p", "top_k", "min_p", "repetition_penalty"})
 BACKENDS = {
     "sglang": Registration("shardgen.engines.sglang_engine:SGLangEngine", "shardgen.engines.sglang_settings",
@@ -113,6 +113,9 @@ class Engine(Protocol):
 
     async def generate(self, request: Request) -> Result: ...
 
+    def score(self, requests: list[ScoreRequest], top_k: int) -> list[Scores]:
+        """Prefill only (`shardgen audit`): each request's target scored after its context (engines/scoring.py)."""
+
     def run(self, coro):
         """Run the driver coroutine on the event loop this engine needs."""
 
@@ -127,9 +130,8 @@ class Backend(Engine, Protocol):
 
     def __init__(self, config, model, workdir: Path, *, device: str, watchdog=None,
                  extra_sampling: dict | None = None, work: Sequence[dict] = ()) -> None:
-        """Start an engine for `config.engine` (telemetry under `workdir`). `work` is the prompts it is about to
-        run, for settings resolved from the work (`mamba_strategy: auto`); `extra_sampling` (say ignore_eos)
-        goes with every request."""
+        """Start an engine for `config.engine` (telemetry under `workdir`). `work`: the prompts it is about to run,
+        for settings resolved from them (`mamba_strategy: auto`); `extra_sampling` (ignore_eos) goes with each."""
 
     @classmethod
     def after_oom(cls, engine, ooms: int, last_cap: int | None):
@@ -219,8 +221,7 @@ def recorded_numerics(record: dict) -> dict:
 
 
 def numerics_of(record: dict, model_dir: Path) -> dict:
-    """A done record's numerics as its backend reads them; an engine outside the registry (a test's fake) by the
-    dtypes its record names."""
+    """A done record's numerics as its backend reads them (a test's fake engine: by the dtypes its record names)."""
     if record.get("backend") not in BACKENDS:
         return recorded_numerics(record)
     return backend(record["backend"]).numerics(record, model_dir)
@@ -235,8 +236,7 @@ def backend(name: str) -> type[Backend]:
 
 
 def settings_modules() -> dict:
-    """name -> settings module (BackendSettings) of each registered backend that has settings of its own, imported
-    now: they are light, no engine library."""
+    """name -> settings module (BackendSettings) of each backend with settings of its own: light, no engine library."""
     return {name: importlib.import_module(entry.settings) for name, entry in BACKENDS.items() if entry.settings}
 
 

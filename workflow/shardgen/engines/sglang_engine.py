@@ -21,6 +21,8 @@ from shardgen.engines.kernel_cache import point_caches
 from shardgen.engines.logtap import LogTap
 from shardgen.engines.sglang_args import build_server_args, resolved_value, run_settings, server_arg_names
 from shardgen.engines.sglang_results import capture_args, result_of
+from shardgen.engines import sglang_scoring
+from shardgen.engines.scoring import ScoreRequest, Scores
 
 log = logging.getLogger(__name__)
 RESOLVED_KEYS = ("max_running_requests", "max_total_tokens", "mem_fraction_static", "chunked_prefill_size",
@@ -207,6 +209,14 @@ class SGLangEngine:
         params = [{**s, "stop_token_ids": self.stop_ids, **self.extra_sampling} for s in sampling]
         return [result_of(out) for out in self.engine.generate(input_ids=prompt_ids, sampling_params=params,
                                                              **self.capture_args)]
+
+    def score(self, requests: list[ScoreRequest], top_k: int) -> list[Scores]:
+        """Prefill only, in chunks of SGLang's batch call (engines/sglang_scoring.py)."""
+        scored = []
+        for chunk in sglang_scoring.chunks(requests):
+            outputs = self.engine.generate(**sglang_scoring.generate_args(chunk, top_k))
+            scored += [sglang_scoring.scores_of(r, out["meta_info"], top_k) for r, out in zip(chunk, outputs)]
+        return scored
 
     def flush_telemetry(self) -> None:
         """Write the telemetry seen so far (a benchmark reads it between runs on one engine)."""

@@ -12,7 +12,8 @@ from pathlib import Path
 from shardgen.capture import Capture
 from shardgen.config import ConfigError
 from shardgen.config_sections import EngineConfig
-from shardgen.engines import EngineInfo, LogLine, Request, Result, RunSettings, recorded_numerics
+from shardgen.engines import EngineInfo, LogLine, Request, Result, RunSettings, recorded_numerics, transformers_scoring
+from shardgen.engines.scoring import ScoreRequest, Scores
 from shardgen.faults import engine_abort_marker
 from shardgen.sampling import FIELDS
 
@@ -146,6 +147,9 @@ class TransformersEngine:
                         future.set_result(result)
                 if self.watchdog:
                     self.watchdog.progress()
+
+    def score(self, requests: list[ScoreRequest], top_k: int) -> list[Scores]:
+        return transformers_scoring.score(self.model, requests, top_k, self.args["device"])
 
     def _take_batch(self) -> list:
         # HF generate takes one sampling config and one logits processor per call: batch requests that share a

@@ -10,11 +10,12 @@ from shardgen.layout.folders import (SHARD_WILDCARD, SHARD_REGEX, SPLIT_FILE_SHA
                                      prompt_table, part_path, parts_glob, part_files, stale_part_temps,
                                      parts_index_path, quarantine_dir, attempts_path, heartbeat_path, file_number,
                                      next_number, telemetry_path, telemetry_glob, telemetry_files)
-from shardgen.layout.stages import ReportLayout, TuneLayout
+from shardgen.layout.stages import AuditLayout, ReportLayout, TuneLayout
 
 # What the package's callers import from `shardgen.layout`.
-__all__ = ["Layout", "ReportLayout", "TuneLayout", "SHARD_WILDCARD", "SHARD_REGEX", "SPLIT_FILE_SHARD_REGEX",
-           "TELEMETRY_FILE_SHARD_REGEX", "PARTS_INDEX", "ATTEMPTS", "HEARTBEAT", "shard_id", "shard_ids",
+__all__ = ["AuditLayout", "Layout", "ReportLayout", "TuneLayout", "SHARD_WILDCARD", "SHARD_REGEX",
+           "SPLIT_FILE_SHARD_REGEX", "TELEMETRY_FILE_SHARD_REGEX", "PARTS_INDEX", "ATTEMPTS", "HEARTBEAT", "shard_id",
+           "shard_ids",
            "shard_number", "shard_file", "prompt_table", "part_path", "parts_glob", "part_files", "stale_part_temps",
            "parts_index_path", "quarantine_dir", "attempts_path", "heartbeat_path", "file_number", "next_number",
            "telemetry_path", "telemetry_glob", "telemetry_files"]
@@ -138,6 +139,10 @@ class Layout:
     @property
     def tune_dir(self) -> Path:
         return self.root / "tune"
+
+    @property
+    def audit_dir(self) -> Path:
+        return self.root / "audit"
 
     @property
     def merge_spill(self) -> Path:

@@ -1,5 +1,5 @@
-"""The folders a stage may be pointed at (`shardgen report --out`, `shardgen tune --out`): a report's files and a
-tune folder's, wherever they are."""
+"""The folders a stage may be pointed at (`shardgen report --out`, `shardgen tune --out`, `shardgen audit --out`): a
+report's files, a tune folder's and an audit folder's, wherever they are."""
 
 from dataclasses import dataclass
 from pathlib import Path
@@ -68,3 +68,40 @@ class TuneLayout:
 
     def parts_dir(self, name: str) -> Path:
         return self.setting_dir(name) / "parts"
+
+
+@dataclass(frozen=True)
+class AuditLayout:
+    """An audit folder (Layout.audit_dir, or the one `shardgen audit --out` names): its plan and sample, the two
+    reports, and one folder per setting scored (by its place in the plan: a setting's text may hold any character)."""
+    root: Path
+
+    @property
+    def plan(self) -> Path:
+        return self.root / "plan.json"
+
+    @property
+    def sample(self) -> Path:
+        return self.root / "sample.parquet"
+
+    @property
+    def summary(self) -> Path:
+        return self.root / "summary.json"
+
+    @property
+    def turns(self) -> Path:
+        return self.root / "turns.parquet"
+
+    def setting_dir(self, index: int) -> Path:
+        return self.root / f"setting-{index}"
+
+    def scores(self, index: int) -> Path:
+        """A setting's scores of the sample's turns (audit/score.py writes them)."""
+        return self.setting_dir(index) / "scores.parquet"
+
+    def engine(self, index: int) -> Path:
+        """What the setting's engine ran with (its numerics)."""
+        return self.setting_dir(index) / "engine.json"
+
+    def engine_log(self, index: int) -> Path:
+        return self.setting_dir(index) / "engine.log"

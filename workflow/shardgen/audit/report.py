@@ -1,0 +1,61 @@
+"""What `shardgen audit` found: summary.json (per setting: the engine it ran with and its figures) and turns.parquet
+(tables.AUDIT_TURNS: one row per setting and sampled turn, to query with DuckDB), and the text the command prints."""
+
+import json
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from shardgen import tables
+from shardgen.atomic import committed, write_text
+from shardgen.audit import metrics
+from shardgen.layout import AuditLayout
+
+DIFF_COLUMNS = ("mean_abs", "p99_abs", "max_abs")
+
+
+def write(audit_dir: Path, plan: dict, outcomes: list[dict]) -> dict:
+    audit = AuditLayout(audit_dir)
+    turns = pq.read_table(audit.sample).to_pylist()
+    by_key = lambda index: {r["gen_key"]: r for r in pq.read_table(audit.scores(index)).to_pylist()}  # noqa: E731
+    own = [by_key(0)[t["gen_key"]] for t in turns] if outcomes[0]["status"] == "ok" else None
+    settings, rows = [], []
+    for index, (setting, outcome) in enumerate(zip(plan["settings"], outcomes, strict=True)):
+        entry = {"setting": setting["name"], "numerics_change": setting["numerics_change"], **outcome}
+        if outcome["status"] == "ok":
+            scores = [by_key(index)[t["gen_key"]] for t in turns]
+            turn_rows = [metrics.turn_row(setting["name"], t, s, plan["top_k"]) for t, s in zip(turns, scores)]
+            entry.update(metrics.setting_figures(turns, scores, plan["top_k"], None if index == 0 else own),
+                         most_drift=metrics.most_drift(turn_rows))
+            rows += turn_rows
+        settings.append(entry)
+    summary = {"sample": {"requested": plan["sample"], "turns": plan["sample_rows"], "seed": plan["seed"],
+                          "top_k": plan["top_k"]}, "settings": settings}
+    with committed(audit.turns) as tmp:
+        pq.write_table(pa.Table.from_pylist(rows, schema=tables.AUDIT_TURNS), tmp)
+    write_text(json.dumps(summary, indent=1), audit.summary)
+    return summary
+
+
+def _diff(figures: dict | None, column: str) -> float | None:
+    return None if figures is None else round(figures[column], 6)
+
+
+def overview(summary: dict) -> list[dict]:
+    """One row per setting: what the command prints first."""
+    rows = []
+    for s in summary["settings"]:
+        row = {"setting": s["setting"], "status": s["status"], "turns": s.get("turns"), "tokens": s.get("tokens"),
+               "argmax_match": s.get("argmax_match"), "in_top_k": s.get("in_top_k")}
+        row.update({f"vs_gen_{c}": _diff(s.get("logprob_diff"), c) for c in DIFF_COLUMNS})
+        row.update({f"vs_own_{c}": _diff(s.get("versus_own"), c) for c in DIFF_COLUMNS})  # none for own itself
+        rows.append(row)
+    return rows
+
+
+def drift_table(setting: dict) -> list[dict]:
+    """A setting's turns that drift most, in the columns that say how."""
+    keep = ("conversation_id", "turn", "tokens", "argmax_match", "in_top_k", "logprob_diff_mean_abs",
+            "logprob_diff_max_abs", "first_argmax_mismatch")
+    return [{k: row[k] for k in keep} for row in setting.get("most_drift", ())]

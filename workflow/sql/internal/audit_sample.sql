@@ -1,0 +1,12 @@
+-- The turns `shardgen audit` re-scores: $n of the current generated turns (current_turns: the dataset query over
+-- the current parts, as merge reads them) that ended by themselves with tokens, drawn by a hash of their gen_key
+-- and $seed (the same turns for the same run and seed), each with its exact prompt, the temperature it was sampled
+-- at and the chosen-token logprobs captured at generation (null: generated without capture).
+-- requires: winners
+SELECT c.conversation_id, c.turn, c.gen_key, c.prompt_ids, c.output_ids, c.temperature, r.token_logprobs
+FROM current_turns c
+JOIN turn_winners w ON w.gen_key = c.gen_key
+JOIN parts r ON r.filename = w.filename AND r.file_row_number = w.file_row_number
+WHERE is_generated(c.finish_reason) AND len(c.output_ids) > 0
+ORDER BY hash(c.gen_key, $seed), c.gen_key
+LIMIT $n
