@@ -5,8 +5,10 @@
 # all: the nh8b model (dummy weights, the shipped engine section plus load_format dummy and fa3), then
 #   cost: benchmarks/capture_cost.py on 512 chat prompts x 256 tokens: capture off and at k 0/20/64 on one engine,
 #     and the stop-token and prefill re-scoring checks (the cold start: it fills the kernel cache);
-#   run: the workflow (`snakemake`) with `capture: {logprobs: true, top_k: 20}` on 300 prompts: the parts, the
-#     sidecar and the report's storage plan from a real SGLang run;
+#   run: the workflow (`snakemake`) with `capture: {logprobs: true, top_k: 20}` on 300 prompts at temperature 1
+#     (so the audit's "against generation time" compares like with like whatever SGLang does with T on a
+#     prefill's logprobs; the cost step's re-scoring check measures that): the parts, the sidecar and the report's
+#     storage plan from a real SGLang run;
 #   audit: `shardgen audit` of that run: its own settings, a bfloat16 SSM state, an fp8 KV cache.
 # Each result is written under $RES as soon as it exists; a step that fails leaves its log and the next one runs.
 set -uo pipefail
@@ -30,6 +32,7 @@ w = sys.argv[1]
 path = f"{w}/run/config.yaml"
 config = yaml.safe_load(open(path))
 config["capture"] = {"logprobs": True, "top_k": 20}
+config["defaults"] = {"temperature": 1.0, "top_p": 1.0}  # the logprobs SGLang returns while generating are at T
 config["engine"]["cache_dir"] = f"{w}/cost/results/engine-cache"  # one kernel cache for every step
 yaml.safe_dump(config, open(path, "w"), sort_keys=False)
 cost = yaml.safe_load(open(f"{w}/cost/config.yaml"))
@@ -48,7 +51,7 @@ EOF
     cp $W/run/results/generate/shard-000.done.json "$RES/run-done.json"
     cp $W/run/results/report/summary.json "$RES/run-summary.json" 2>/dev/null
     step audit
-    shardgen audit --config $W/run/config.yaml --sample 200 --top-k 20 \
+    shardgen --config $W/run/config.yaml audit --sample 200 --top-k 20 \
       --against engine.args.mamba_ssm_dtype=bfloat16 --against engine.args.kv_cache_dtype=fp8_e4m3 \
       > "$RES/audit.out" 2> "$RES/audit.err"
     cp $W/run/results/audit/summary.json "$RES/audit-summary.json" 2>/dev/null
