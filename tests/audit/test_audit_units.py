@@ -15,15 +15,20 @@ from shardgen.engines.sglang_scoring import generate_args, scores_of
 
 def test_argmax_and_top_k_fractions_are_over_tokens_and_the_first_mismatch_is_its_position():
     scores = {"argmax_ids": [5, 6, 7, 8], "top_ids": [[5, 1], [6, 2], [3, 9], [4, 8]],
-              "logprobs": [-1.0, -2.0, -3.0, -4.0]}
+              "logprobs": [-1.0, -2.0, -3.0, -4.0], "temperature": 1.0}
     turn = {"conversation_id": "c", "turn": 2, "gen_key": "k", "output_ids": [5, 6, 9, 1],
-            "token_logprobs": [-1.0, -2.5, math.nan, -3.0]}
+            "token_logprobs": [-1.0, -2.5, math.nan, -3.0], "temperature": 0.0}  # greedy: logprobs at 1
     row = metrics.turn_row("own", turn, scores, top_k=2)
     assert (row["argmax_match"], row["in_top_k"], row["first_argmax_mismatch"], row["tokens"]) == (0.5, 0.75, 2, 4)
     assert (row["logprob_diff_mean_abs"], row["logprob_diff_max_abs"]) == (0.5, 1.0)  # 0, 0.5, 1: NaN left out
     assert metrics.turn_row("own", turn, scores, top_k=1)["in_top_k"] == 0.5  # k 1: the argmax alone
     uncaptured = metrics.turn_row("own", {**turn, "token_logprobs": None}, scores, top_k=2)
     assert uncaptured["logprob_diff_mean_abs"] is None and uncaptured["logprob_diff_max_abs"] is None
+    # sampled at 0.7 and scored at 1 (SGLang's prefill): no difference is taken, the argmax and top-k still count
+    other = metrics.turn_row("own", {**turn, "temperature": 0.7}, scores, top_k=2)
+    assert other["logprob_diff_mean_abs"] is None and (other["argmax_match"], other["in_top_k"]) == (0.5, 0.75)
+    assert metrics.turn_row("own", {**turn, "temperature": 0.7}, {**scores, "temperature": 0.7},
+                            top_k=2)["logprob_diff_max_abs"] == 1.0
 
 
 def test_spread_is_mean_p99_and_max_of_absolute_differences():
@@ -34,16 +39,20 @@ def test_spread_is_mean_p99_and_max_of_absolute_differences():
 
 
 def test_setting_figures_weigh_tokens_and_compare_with_own():
-    turns = [{"output_ids": [1, 2, 3], "token_logprobs": [-1.0, -1.0, -1.0]},
-             {"output_ids": [4], "token_logprobs": None}]
-    own = [{"argmax_ids": [1, 2, 3], "top_ids": [[1], [2], [3]], "logprobs": [-1.0, -1.0, -1.0]},
-           {"argmax_ids": [9], "top_ids": [[9]], "logprobs": [-2.0]}]
+    turns = [{"output_ids": [1, 2, 3], "token_logprobs": [-1.0, -1.0, -1.0], "temperature": 1.0},
+             {"output_ids": [4], "token_logprobs": None, "temperature": 1.0}]
+    own = [{"argmax_ids": [1, 2, 3], "top_ids": [[1], [2], [3]], "logprobs": [-1.0, -1.0, -1.0], "temperature": 1.0},
+           {"argmax_ids": [9], "top_ids": [[9]], "logprobs": [-2.0], "temperature": 1.0}]
     other = [{**own[0], "logprobs": [-1.5, -1.0, -1.0]}, {**own[1], "logprobs": [-2.5]}]
     figures = metrics.setting_figures(turns, other, 1, own)
     assert (figures["tokens"], figures["captured_turns"], figures["argmax_match"]) == (4, 1, 0.75)
+    assert figures["compared_turns"] == 1
     assert figures["logprob_diff"]["max_abs"] == 0.5 and figures["logprob_diff"]["mean_abs"] == pytest.approx(0.5 / 3)
     assert figures["versus_own"] == {"mean_abs": 0.25, "p99_abs": pytest.approx(0.5), "max_abs": 0.5}
     assert "versus_own" not in metrics.setting_figures(turns, own, 1, None)
+    # scored at another temperature than own's (the CPU engine's T against SGLang's 1): not compared with own
+    apart = [{**s, "temperature": 0.7} for s in other]
+    assert metrics.setting_figures(turns, apart, 1, own)["versus_own"] is None
 
 
 def test_most_drift_ranks_captured_turns_by_logprob_difference_else_by_argmax_mismatch():
@@ -84,7 +93,7 @@ def test_sglang_input_logprobs_are_read_from_the_end_whatever_comes_first(lead):
     meta = {"input_token_logprobs": [*lead, (-0.1, 20, None), (-0.9, 21, None)],
             "input_top_logprobs": [*([None] * len(lead)), *TOP]}
     scores = scores_of(REQUEST, meta, top_k=1)
-    assert scores.logprobs == [-0.1, -0.9] and scores.argmax_ids == [20, 31]
+    assert scores.logprobs == [-0.1, -0.9] and scores.argmax_ids == [20, 31] and scores.temperature == 1.0
     assert scores.top_ids == [[20], [31]] and scores.top_logprobs == [[-0.1], [-0.5]]
 
 
@@ -97,6 +106,5 @@ def test_sglang_input_logprobs_that_do_not_end_with_the_target_fail_naming_the_r
 def test_sglang_is_asked_for_the_input_logprobs_from_the_prompt_last_position_with_one_new_token():
     args = generate_args([REQUEST, ScoreRequest("r2", [1], [2], {"temperature": 0.7})], top_k=0)
     assert args["input_ids"] == [[10, 11, 12, 20, 21], [1, 2]] and args["logprob_start_len"] == [2, 0]
-    assert args["sampling_params"] == [{"temperature": 1.0, "max_new_tokens": 1},
-                                       {"temperature": 0.7, "max_new_tokens": 1}]
+    assert args["sampling_params"] == [{"max_new_tokens": 1}, {"max_new_tokens": 1}]  # a prefill's logprobs: T 1
     assert args["return_logprob"] is True and args["top_logprobs_num"] == 1  # the argmax is always asked

@@ -162,7 +162,8 @@ def cmd_audit(args):
                     top_k=args.top_k, against=args.against)
     sample = summary["sample"]
     print(f"{sample['turns']} turns sampled (seed {sample['seed']}), top-k {sample['top_k']}; vs_gen: |re-scored - "
-          "generation-time| chosen-token logprob (captured turns), vs_own: |re-scored - own re-scored|")
+          "generation-time| chosen-token logprob (captured turns scored at their sampling temperature: `compared`), "
+          "vs_own: |re-scored - own re-scored|")
     print(_table(overview(summary)))
     for index, setting in enumerate(summary["settings"]):
         if setting["status"] == "ok":

@@ -96,9 +96,9 @@ AUDIT_TURNS = pa.schema([
     ("first_argmax_mismatch", pa.int32()),
 ])
 # A setting's scores of the audit sample (audit/score.py): per sampled turn, per output_ids position, the re-scored
-# chosen-token logprob, the argmax and the top-k ids and logprobs (engines/scoring.Scores).
+# chosen-token logprob, the argmax and the top-k ids and logprobs, at `temperature` (engines/scoring.Scores).
 AUDIT_SCORES = pa.schema([("gen_key", pa.string()), ("logprobs", TOKEN_LOGPROBS), ("argmax_ids", TOKENS),
-                          ("top_ids", TOP_IDS), ("top_logprobs", TOP_LOGPROBS)])
+                          ("top_ids", TOP_IDS), ("top_logprobs", TOP_LOGPROBS), ("temperature", pa.float64())])
 # SGLang's scheduler lines per interval (engines/telemetry.py parses them), plus our own "client" rows.
 TELEMETRY = pa.schema([
     ("ts", pa.timestamp("ms", tz="UTC")), ("kind", pa.string()), ("running", pa.int32()), ("queue", pa.int32()),

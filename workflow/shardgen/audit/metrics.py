@@ -1,10 +1,20 @@
 """The audit's figures, pure functions of token ids and logprobs: per turn (tables.AUDIT_TURNS) and per setting.
 Fractions are over generated tokens (a long turn weighs more than a short one); a logprob difference is taken
-where both sides have a value (an engine may leave a position without one: NaN)."""
+where both sides have a value (an engine may leave a position without one: NaN) at the same temperature (a scored
+turn's `temperature`: SGLang scores a prefill at 1, so a turn sampled at another has no difference to generation
+time there; its argmax and top-k, which a temperature does not reorder, still count)."""
 
 import math
 
 import numpy as np
+
+from shardgen.engines.scoring import temperature
+
+
+def generation_logprobs(turn: dict, scores: dict) -> list[float] | None:
+    """The turn's generation-time logprobs where they are at the temperature of its scores, else None."""
+    same = math.isclose(temperature({"temperature": turn.get("temperature")}), scores["temperature"])
+    return turn["token_logprobs"] if same else None
 
 
 def fraction(flags: list[bool]) -> float | None:
@@ -38,7 +48,7 @@ def turn_row(setting: str, turn: dict, scores: dict, top_k: int) -> dict:
     """A tables.AUDIT_TURNS row: the sampled turn (its output_ids and generation-time token_logprobs) under a
     setting's scores."""
     argmax, in_top = matches(turn["output_ids"], scores, top_k)
-    diffs = abs_diffs(scores["logprobs"], turn["token_logprobs"])
+    diffs = abs_diffs(scores["logprobs"], generation_logprobs(turn, scores))
     return {"setting": setting, "conversation_id": turn["conversation_id"], "turn": turn["turn"],
             "gen_key": turn["gen_key"], "tokens": len(turn["output_ids"]), "argmax_match": fraction(argmax),
             "in_top_k": fraction(in_top), "logprob_diff_mean_abs": sum(diffs) / len(diffs) if diffs else None,
@@ -48,18 +58,23 @@ def turn_row(setting: str, turn: dict, scores: dict, top_k: int) -> dict:
 
 def setting_figures(turns: list[dict], scores: list[dict], top_k: int, own: list[dict] | None) -> dict:
     """A setting's figures over the sample (its scores in the sample's order): tokens, argmax_match, in_top_k,
-    logprob_diff against generation time (None: no turn was captured) and, given `own`'s scores, versus_own."""
-    argmax, in_top, diffs, captured = [], [], [], 0
+    logprob_diff against generation time (None: no turn was captured, or none at its scores' temperature;
+    `compared_turns` counts those that were) and, given `own`'s scores, versus_own (turns both scored at one
+    temperature)."""
+    argmax, in_top, diffs, captured, compared = [], [], [], 0, 0
     for turn, scored in zip(turns, scores, strict=True):
         same, top = matches(turn["output_ids"], scored, top_k)
         argmax += same
         in_top += top
-        diffs += abs_diffs(scored["logprobs"], turn["token_logprobs"])
+        at_generation = generation_logprobs(turn, scored)
+        diffs += abs_diffs(scored["logprobs"], at_generation)
         captured += turn["token_logprobs"] is not None
-    figures = {"turns": len(turns), "tokens": len(argmax), "captured_turns": captured,
+        compared += at_generation is not None
+    figures = {"turns": len(turns), "tokens": len(argmax), "captured_turns": captured, "compared_turns": compared,
                "argmax_match": fraction(argmax), "in_top_k": fraction(in_top), "logprob_diff": spread(diffs)}
     if own is not None:
         figures["versus_own"] = spread([d for mine, theirs in zip(scores, own, strict=True)
+                                        if math.isclose(mine["temperature"], theirs["temperature"])
                                         for d in abs_diffs(mine["logprobs"], theirs["logprobs"])])
     return figures
 

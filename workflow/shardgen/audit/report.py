@@ -18,13 +18,17 @@ DIFF_COLUMNS = ("mean_abs", "p99_abs", "max_abs")
 def write(audit_dir: Path, plan: dict, outcomes: list[dict]) -> dict:
     audit = AuditLayout(audit_dir)
     turns = pq.read_table(audit.sample).to_pylist()
-    by_key = lambda index: {r["gen_key"]: r for r in pq.read_table(audit.scores(index)).to_pylist()}  # noqa: E731
-    own = [by_key(0)[t["gen_key"]] for t in turns] if outcomes[0]["status"] == "ok" else None
+
+    def in_sample_order(index: int) -> list[dict]:  # a setting's scores, read once
+        by_key = {r["gen_key"]: r for r in pq.read_table(audit.scores(index)).to_pylist()}
+        return [by_key[t["gen_key"]] for t in turns]
+
+    own = in_sample_order(0) if outcomes[0]["status"] == "ok" else None
     settings, rows = [], []
     for index, (setting, outcome) in enumerate(zip(plan["settings"], outcomes, strict=True)):
         entry = {"setting": setting["name"], "numerics_change": setting["numerics_change"], **outcome}
         if outcome["status"] == "ok":
-            scores = [by_key(index)[t["gen_key"]] for t in turns]
+            scores = own if index == 0 and own is not None else in_sample_order(index)
             turn_rows = [metrics.turn_row(setting["name"], t, s, plan["top_k"]) for t, s in zip(turns, scores)]
             entry.update(metrics.setting_figures(turns, scores, plan["top_k"], None if index == 0 else own),
                          most_drift=metrics.most_drift(turn_rows))
@@ -38,6 +42,10 @@ def write(audit_dir: Path, plan: dict, outcomes: list[dict]) -> dict:
     return summary
 
 
+def _share(value: float | None) -> float | None:
+    return None if value is None else round(value, 4)
+
+
 def _diff(figures: dict | None, column: str) -> float | None:
     return None if figures is None else round(figures[column], 6)
 
@@ -47,7 +55,8 @@ def overview(summary: dict) -> list[dict]:
     rows = []
     for s in summary["settings"]:
         row = {"setting": s["setting"], "status": s["status"], "turns": s.get("turns"), "tokens": s.get("tokens"),
-               "argmax_match": s.get("argmax_match"), "in_top_k": s.get("in_top_k")}
+               "argmax_match": _share(s.get("argmax_match")), "in_top_k": _share(s.get("in_top_k")),
+               "compared": s.get("compared_turns")}
         row.update({f"vs_gen_{c}": _diff(s.get("logprob_diff"), c) for c in DIFF_COLUMNS})
         row.update({f"vs_own_{c}": _diff(s.get("versus_own"), c) for c in DIFF_COLUMNS})  # none for own itself
         rows.append(row)

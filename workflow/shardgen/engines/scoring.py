@@ -15,11 +15,13 @@ class ScoreRequest:
 
 @dataclass(frozen=True)
 class Scores:
-    """Per target position: the target token's logprob, the most likely token, and the top k, most likely first."""
+    """Per target position: the target token's logprob, the most likely token, and the top k, most likely first;
+    all at `temperature`, the request's where the engine can scale a prefill's logits by it, else 1 (SGLang)."""
     logprobs: list[float]
     argmax_ids: list[int]
     top_ids: list[list[int]]
     top_logprobs: list[list[float]]
+    temperature: float
 
 
 def temperature(sampling: dict) -> float:

@@ -1,8 +1,15 @@
 """Prefill-only scoring on SGLang (SGLangEngine.score): each turn's prompt and answer sent as one prompt with
 max_new_tokens 1 (the one token generated is ignored; 0 is not verified on our SGLang version), its input tokens'
-logprobs asked from the prompt's last position on, and read back from meta_info."""
+logprobs asked from the prompt's last position on, and read back from meta_info.
 
-from shardgen.engines.scoring import ScoreRequest, Scores, temperature
+A prefill's logprobs are at temperature 1, whatever the request's: SGLang's LogitsProcessor scales input logits by
+the temperature only under LogitsMetadata.temp_scaled_logprobs, which no request sets (RL frameworks patch SGLang
+for it). Its generation-time logprobs are at the sampling temperature (shardgen.capture), so the two compare
+directly only for turns generated at temperature 1 or greedy; Scores.temperature says which."""
+
+from shardgen.engines.scoring import ScoreRequest, Scores
+
+PREFILL_TEMPERATURE = 1.0
 
 CHUNK = 64  # requests per Engine.generate call: what one call holds in memory stays bounded
 
@@ -12,10 +19,10 @@ def chunks(requests: list[ScoreRequest]) -> list[list[ScoreRequest]]:
 
 
 def generate_args(requests: list[ScoreRequest], top_k: int) -> dict:
-    """Engine.generate's arguments for a batch of score requests. The sampling carries the temperature only: the
-    logprobs are taken before any truncation, and the one token sampled is thrown away."""
+    """Engine.generate's arguments for a batch of score requests: the logprobs are taken before any sampling, and
+    the one token sampled is thrown away."""
     return {"input_ids": [r.context_ids + r.target_ids for r in requests],
-            "sampling_params": [{"temperature": temperature(r.sampling), "max_new_tokens": 1} for r in requests],
+            "sampling_params": [{"max_new_tokens": 1} for _ in requests],
             "return_logprob": True, "logprob_start_len": [len(r.context_ids) - 1 for r in requests],
             "top_logprobs_num": max(top_k, 1)}  # the top 1 is the argmax
 
@@ -38,4 +45,4 @@ def scores_of(request: ScoreRequest, meta: dict, top_k: int) -> Scores:
     top = [list(position or ()) for position in top]
     return Scores([float(entry[0]) for entry in chosen], [int(position[0][1]) for position in top],
                   [[int(entry[1]) for entry in position[:top_k]] for position in top],
-                  [[float(entry[0]) for entry in position[:top_k]] for position in top])
+                  [[float(entry[0]) for entry in position[:top_k]] for position in top], PREFILL_TEMPERATURE)

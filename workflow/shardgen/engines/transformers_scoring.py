@@ -14,9 +14,10 @@ def score(model, requests: list[ScoreRequest], top_k: int, device: str) -> list[
         with torch.inference_mode():
             # the logits at position i predict token i + 1: context's last ... target's second to last
             logits = model(ids, use_cache=False).logits[0, len(request.context_ids) - 1:-1]
-        logprobs = torch.log_softmax(logits.float() / temperature(request.sampling), dim=-1)
+        at = temperature(request.sampling)
+        logprobs = torch.log_softmax(logits.float() / at, dim=-1)
         target = torch.tensor(request.target_ids, device=device)
         values, top = logprobs.topk(max(top_k, 1), dim=-1)
         scored.append(Scores(logprobs.gather(1, target[:, None]).squeeze(1).tolist(), top[:, 0].tolist(),
-                             top[:, :top_k].tolist(), values[:, :top_k].tolist()))
+                             top[:, :top_k].tolist(), values[:, :top_k].tolist(), at))
     return scored
