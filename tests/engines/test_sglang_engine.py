@@ -197,7 +197,6 @@ def test_capture_sends_the_logprob_arguments_and_reads_meta_info(fake_sglang, mo
     try:
         for k, prompt in ((3, [1, 2, 3]), (0, [1, 2])):  # odd length: stops on 9; even: cut by length
             adapter.capture = Capture(k)
-            adapter.capture_args = capture_args(adapter.capture)
             result = fake.loop.run_until_complete(adapter.generate(Request(f"r{k}", prompt, {"max_new_tokens": 4})))
             assert fake.logprob_args[-1] == {"return_logprob": True, "top_logprobs_num": k, "logprob_start_len": -1}
             assert len(result.logprobs) == len(result.top_ids) == len(result.output_ids)
@@ -208,12 +207,15 @@ def test_capture_sends_the_logprob_arguments_and_reads_meta_info(fake_sglang, mo
                 assert [ids[0] for ids in result.top_ids] == result.output_ids
                 assert result.top_logprobs[0] == [-0.05, -1.05, -2.05]
         adapter.capture = Capture(2, frozenset({"b"}))  # one source captured: another's request asks for nothing
-        adapter.capture_args = capture_args(adapter.capture)
         for source, asked in (("a", False), ("b", True)):
             result = fake.loop.run_until_complete(
                 adapter.generate(Request(f"from-{source}", [1, 2], {"max_new_tokens": 4}, source)))
             assert fake.logprob_args[-1]["return_logprob"] is asked and (result.logprobs is not None) is asked
-        adapter.capture, adapter.capture_args = None, capture_args(None)
+        adapter.capture = Capture(2, frozenset({"b"}), signal=True)  # the signal: the chosen logprob, no top k
+        result = fake.loop.run_until_complete(adapter.generate(Request("signal", [1, 2], {"max_new_tokens": 4}, "a")))
+        assert fake.logprob_args[-1] == {"return_logprob": True, "top_logprobs_num": 0, "logprob_start_len": -1}
+        assert len(result.logprobs) == len(result.output_ids) and result.top_ids is None
+        adapter.capture = None
         result = fake.loop.run_until_complete(adapter.generate(Request("off", [1, 2], {"max_new_tokens": 4})))
         assert fake.logprob_args[-1]["return_logprob"] is False and result.logprobs is None
     finally:

@@ -1,5 +1,6 @@
 """Capture (config `capture`) with the CPU engine: off changes nothing (the same values in every column the dataset
-had, null signal columns, an empty sidecar); on, the sidecar has a row per turns.jsonl row with an entry per
+had, an empty sidecar) but the per-turn signal (`capture.signal`, on by default: the same figures as a captured
+run's, nothing per token; `signal: false`: null); on, the sidecar has a row per turns.jsonl row with an entry per
 loss-masked position, the chosen token's logprob is the model's own and, greedy, the top-1 entry; a shard killed
 and resumed keeps one sidecar row per turn; bad settings fail at config time naming the key."""
 
@@ -63,8 +64,13 @@ def test_capture_off_changes_nothing_and_on_changes_no_generated_value(two_runs)
     rows_off = sorted(pq.read_table(off.dataset, columns=old).to_pylist(), key=key)
     rows_on = sorted(pq.read_table(on.dataset, columns=old).to_pylist(), key=key)
     assert rows_off == rows_on and rows_off  # greedy: the capture never touches what is generated
-    dataset_off = pq.read_table(off.dataset).to_pylist()
-    assert all(r[name] is None for r in dataset_off for name in SIGNAL)
+    # the signal (capture.signal, on by default) is the captured run's, from the chosen logprobs alone
+    dataset_off = {key(r): r for r in pq.read_table(off.dataset).to_pylist()}
+    dataset_on = {key(r): r for r in pq.read_table(on.dataset).to_pylist()}
+    for turn, row in dataset_off.items():
+        assert row["logprob_mean"] == pytest.approx(dataset_on[turn]["logprob_mean"], abs=1e-6)
+        assert row["logprob_min"] == pytest.approx(dataset_on[turn]["logprob_min"], abs=1e-6)
+        assert row["logprob_min"] <= row["logprob_mean"] < 0 and row["topk_entropy_mean"] is None
     assert all(r["token_logprobs"] is None and r["top_ids"] is None for r in part_rows(off))
     # off: the sidecar is there (the merge's outputs are one set), with its schema and no rows
     table = pq.read_table(off.export("turns.topk.parquet"))
@@ -72,7 +78,14 @@ def test_capture_off_changes_nothing_and_on_changes_no_generated_value(two_runs)
     for name in ("turns.jsonl", "tokens.jsonl", "sharegpt.jsonl"):
         assert sorted(off.export(name).read_text().splitlines()) == sorted(on.export(name).read_text().splitlines())
     manifest = json.loads(off.export("manifest.json").read_text())["capture"]
-    assert (manifest["logprobs"], manifest["rows"]) == (False, 0)
+    assert (manifest["logprobs"], manifest["signal"], manifest["sources"], manifest["rows"]) == (False, True, "none", 0)
+
+
+def test_without_the_signal_an_uncaptured_turn_has_none(make_config, write_jsonl):
+    _, layout = run(make_config, write_jsonl, {"signal": False}, n=2)
+    assert all(r[name] is None for r in pq.read_table(layout.dataset).to_pylist() for name in SIGNAL)
+    assert all(r["token_logprobs"] is None for r in part_rows(layout))
+    assert json.loads(layout.export("manifest.json").read_text())["capture"]["signal"] is False
 
 
 def test_capture_on_aligns_with_turns_and_greedy_chosen_is_top_1(two_runs, demo_model):
@@ -151,8 +164,9 @@ def test_a_source_turns_capture_on_or_off_for_its_own_turns(make_config, write_j
     finish(cfg, layout)
     by_source = {}
     for d in pq.read_table(layout.dataset).to_pylist():
-        by_source.setdefault(d["source"], set()).add(d["logprob_mean"] is not None)
-    assert by_source == {"a": {"a" in captured}, "b": {"b" in captured}}
+        # the top-k entropy comes only with the capture; the signal is every turn's (capture.signal)
+        by_source.setdefault(d["source"], set()).add((d["topk_entropy_mean"] is not None, d["logprob_mean"] is None))
+    assert by_source == {"a": {("a" in captured, False)}, "b": {("b" in captured, False)}}
     sources_of = {r["conversation_id"]: r["source"] for r in pq.read_table(layout.dataset).to_pylist()}
     assert sorted({sources_of[i.rsplit("#", 1)[0]] for i in sidecar(layout)}) == captured
     assert len(sidecar(layout)) == 3 and all(len(r["top_ids"][0]) == 2 for r in sidecar(layout).values())

@@ -17,28 +17,54 @@ MAX_TOP_K = 64  # the schema's maximum for capture.top_k (workflow/schemas/confi
 
 @dataclass(frozen=True)
 class Capture:
-    """What a captured request asks the engine for: the chosen token's logprob, and the top `top_k` (0: the chosen
-    only); `sources`: the sources whose requests are captured (None: every source)."""
+    """What the engine is asked for: for a captured request, the chosen token's logprob and the top `top_k` (0: the
+    chosen only); `sources`: the sources whose requests are captured (None: every source). With `signal`, every
+    other request asks for the chosen token's logprob alone, for the per-turn signal (nothing per token is kept)."""
     top_k: int
     sources: frozenset[str] | None = None
+    signal: bool = False
 
     @classmethod
     def of(cls, config) -> "Capture | None":
         """The config's capture: `capture.logprobs` for every source, but where a source's own `capture` says
-        otherwise; None when no source is captured (or a config without the section: a test's stand-in)."""
+        otherwise, and `capture.signal`; None when neither asks for anything (or a config without the section: a
+        test's stand-in)."""
         section = getattr(config, "capture", None)
         if section is None:
             return None
         own = {s.name: s.capture for s in config.sources}
         if section.logprobs:
             left_out = {name for name, captured in own.items() if captured is False}
-            return cls(section.top_k, frozenset(own) - left_out if left_out else None)
+            return cls(section.top_k, frozenset(own) - left_out if left_out else None, section.signal)
         chosen = frozenset(name for name, captured in own.items() if captured)
-        return cls(section.top_k, chosen) if chosen else None
+        return cls(section.top_k, chosen, section.signal) if chosen or section.signal else None
+
+    @classmethod
+    def sidecar_of(cls, config) -> "Capture | None":
+        """The config's capture where it fills the sidecar (some source captured), None for none or the signal
+        alone: what the storage plan sizes."""
+        capture = cls.of(config)
+        return capture if capture is not None and capture.captures_any else None
+
+    @property
+    def captures_any(self) -> bool:
+        """Whether some source's turns are captured (not the signal alone)."""
+        return self.sources is None or bool(self.sources)
 
     def wants(self, source: str | None) -> bool:
         """Whether a request of `source` is captured (a request without one: under a global capture only)."""
         return self.sources is None or source in self.sources
+
+    def mode(self, source: str | None) -> str | None:
+        """What a request of `source` asks for: `tokens` (captured), `signal` (the chosen token's logprob, for
+        the per-turn signal only) or None."""
+        return "tokens" if self.wants(source) else "signal" if self.signal else None
+
+
+def signal_only(result) -> bool:
+    """An engine's Result for a request that asked for the signal alone: chosen-token logprobs, no top-k lists
+    (a captured request's are there, empty at k 0)."""
+    return result.logprobs is not None and result.top_ids is None
 
 
 def aligned(n: int, logprobs: list | None, top_ids: list | None, top_logprobs: list | None, k: int) -> dict:

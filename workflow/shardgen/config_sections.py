@@ -52,6 +52,7 @@ class ExportsConfig(Section):
 class CaptureConfig(Section):
     logprobs: bool  # the chosen token's logprob and the top_k per generated token (shardgen/capture.py)
     top_k: int
+    signal: bool  # every turn's logprob_mean and logprob_min, from the chosen token's logprob alone
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from shardgen.engines.sglang_settings import mamba_strategy, with_mamba_strategy
 from shardgen.engines.kernel_cache import point_caches
 from shardgen.engines.logtap import LogTap
 from shardgen.engines.sglang_args import build_server_args, resolved_value, run_settings, server_arg_names
-from shardgen.engines.sglang_results import capture_args, result_of
+from shardgen.engines.sglang_results import request_capture_args, result_of
 from shardgen.engines import sglang_scoring
 from shardgen.engines.scoring import ScoreRequest, Scores
 
@@ -64,7 +64,6 @@ class SGLangEngine:
         self.stop_ids = model.stop_token_ids
         self.extra_sampling = extra_sampling or {}
         self.capture = Capture.of(config)
-        self.capture_args = capture_args(self.capture)
         self.startup: dict = {}
         self.watchdog = watchdog
         workdir.mkdir(parents=True, exist_ok=True)
@@ -195,9 +194,12 @@ class SGLangEngine:
 
     async def generate(self, request: Request) -> Result:
         sampling = {**request.sampling, "stop_token_ids": self.stop_ids, **self.extra_sampling}
-        captured = self.capture_args if self.capture and self.capture.wants(request.source) else {}
+        mode = self.capture.mode(request.source) if self.capture else None
         result = result_of(await self.engine.async_generate(input_ids=request.prompt_ids, sampling_params=sampling,
-                                                          rid=request.rid, **captured))
+                                                          rid=request.rid,
+                                                          **request_capture_args(self.capture, request.source)))
+        if mode == "signal":  # the chosen logprobs for the turn's signal; no per-token capture kept
+            result = dataclasses.replace(result, top_ids=None, top_logprobs=None)
         self.telemetry.completed(len(result.output_ids))
         if self.watchdog:
             self.watchdog.progress()
@@ -205,10 +207,11 @@ class SGLangEngine:
 
     def generate_all(self, prompt_ids: list[list[int]], sampling: list[dict]) -> list[Result]:
         """SGLang's own batch call, `Engine.generate(list)`, with nothing of shardgen's around it: the bare engine a
-        benchmark compares shardgen's driver against. Blocks until every prompt is done; results in input order."""
+        benchmark compares shardgen's driver against, asking what a request without a source asks (Capture.mode).
+        Blocks until every prompt is done; results in input order."""
         params = [{**s, "stop_token_ids": self.stop_ids, **self.extra_sampling} for s in sampling]
         return [result_of(out) for out in self.engine.generate(input_ids=prompt_ids, sampling_params=params,
-                                                             **self.capture_args)]
+                                                             **request_capture_args(self.capture, None))]
 
     def score(self, requests: list[ScoreRequest], top_k: int) -> list[Scores]:
         """Prefill only, in chunks of SGLang's batch call (engines/sglang_scoring.py)."""

@@ -5,6 +5,13 @@ from shardgen.capture import Capture
 from shardgen.engines import Result
 
 
+def request_capture_args(capture: Capture | None, source: str | None) -> dict:
+    """A request's capture arguments by what its source asks for (Capture.mode): the top k, the chosen token's
+    logprob alone for the signal, or nothing."""
+    mode = capture.mode(source) if capture else None
+    return capture_args(capture) if mode == "tokens" else capture_args(Capture(0)) if mode == "signal" else {}
+
+
 def capture_args(capture: Capture | None) -> dict:
     """Engine.generate's arguments for capture (none when off): the chosen token's logprob and the top k
     (`top_logprobs_num`; 0 = none), for the output tokens only: `logprob_start_len` -1 is SGLang's "output only"

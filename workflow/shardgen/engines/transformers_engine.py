@@ -155,7 +155,7 @@ class TransformersEngine:
         # HF generate takes one sampling config and one logits processor per call: batch requests that share a
         # sampling and whether they are captured.
         def key(request: Request) -> str:
-            return json.dumps([request.sampling, self._captured(request)], sort_keys=True)
+            return json.dumps([request.sampling, self._mode(request)], sort_keys=True)
 
         first = key(self._pending[0][0])
         batch, rest = [], []
@@ -173,7 +173,8 @@ class TransformersEngine:
         for i, r in enumerate(requests):  # left padding, so every row's generation starts at `width`
             ids[i, width - len(r.prompt_ids):] = torch.tensor(r.prompt_ids)
             mask[i, width - len(r.prompt_ids):] = 1
-        recorder = self._recorder(requests[0].sampling["temperature"]) if self._captured(requests[0]) else None
+        mode = self._mode(requests[0])
+        recorder = self._recorder(requests[0].sampling["temperature"], mode) if mode else None
         with torch.inference_mode():
             out = self.model.generate(ids, attention_mask=mask, **hf_sampling(requests[0].sampling),
                                       eos_token_id=sorted(self.stop_ids), pad_token_id=self.pad_id,
@@ -181,17 +182,19 @@ class TransformersEngine:
         captured = recorder.rows(out) if recorder else [{}] * len(requests)
         return [self._result(r, out[i, width:].tolist(), captured[i]) for i, r in enumerate(requests)]
 
-    def _captured(self, request: Request) -> bool:
-        return self.capture is not None and self.capture.wants(request.source)
+    def _mode(self, request: Request) -> str | None:
+        """What the request asks for (capture.Capture.mode): tokens, signal or nothing."""
+        return self.capture.mode(request.source) if self.capture else None
 
-    def _recorder(self, temperature: float):
+    def _recorder(self, temperature: float, mode: str):
         """A logits processor that records the capture (shardgen.capture: what a logprob is). HF runs the
         processors it is given after its own (the repetition penalty) and before the warpers (temperature, top-k,
         top-p, min-p): it sees the logits SGLang's sampler starts from, and divides them by the temperature itself
-        (greedy: 1). Memory: one [batch, vocab] row of logprobs at a time, and k entries per token."""
+        (greedy: 1). Memory: one [batch, vocab] row of logprobs at a time, and k entries per token. For the
+        signal alone (`mode` signal), the chosen token's logprobs only."""
         from transformers import LogitsProcessor
 
-        torch, k = self.torch, self.capture.top_k
+        torch, k = self.torch, self.capture.top_k if mode == "tokens" else 0
 
         class Recorder(LogitsProcessor):
             def __init__(self):
@@ -216,6 +219,8 @@ class TransformersEngine:
                 no_top = [[[] for _ in range(steps)]] * len(sequences)
                 ids = torch.stack(self.top_ids, 1).tolist() if k and steps else no_top
                 lps = torch.stack(self.top_logprobs, 1).tolist() if k and steps else ids
+                if mode == "signal":  # no top-k lists: capture.signal_only
+                    return [{"logprobs": c} for c in chosen]
                 return [{"logprobs": c, "top_ids": i, "top_logprobs": lp} for c, i, lp in zip(chosen, ids, lps)]
 
         return Recorder()

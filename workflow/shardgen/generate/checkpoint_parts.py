@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from shardgen import tables
-from shardgen.capture import aligned, turn_signal
+from shardgen.capture import aligned, signal_only, turn_signal
 from shardgen.atomic import write_table, write_text
 from shardgen.layout import next_number, part_files, part_path, parts_index_path, quarantine_dir, stale_part_temps
 from shardgen.sampling import names
@@ -46,6 +46,7 @@ def part_row(request, *, shard: int, attempt: int, gpu: str, result=None, ended:
     engine's `result`, or, with `ended` (why), the end of its conversation before this turn (nothing generated)."""
     finished = datetime.now(timezone.utc)
     capture = {"token_logprobs": None, "top_ids": None, "top_logprobs": None}
+    signal = turn_signal(None, None)
     if ended is not None:
         outcome = {"completion": None, "output_ids": [], "finish_reason": "context_exhausted", "completion_tokens": 0,
                    "cached_tokens": 0, "error": ended}
@@ -56,9 +57,13 @@ def part_row(request, *, shard: int, attempt: int, gpu: str, result=None, ended:
         outcome = {"completion": result.text, "output_ids": result.output_ids,
                    "finish_reason": "abort" if error else result.finish_reason,
                    "completion_tokens": len(result.output_ids), "cached_tokens": result.cached_tokens, "error": error}
-        if not error:  # the capture, one entry per output id (shardgen.capture), committed with the turn
+        if not error and signal_only(result):  # capture.signal: the turn's figures, nothing kept per token
+            signal = turn_signal(aligned(len(result.output_ids), result.logprobs, None, None, 0)["token_logprobs"],
+                                 None)
+        elif not error:  # the capture, one entry per output id (shardgen.capture), committed with the turn
             k = max((len(ids) for ids in result.top_ids or ()), default=0)
             capture = aligned(len(result.output_ids), result.logprobs, result.top_ids, result.top_logprobs, k)
+            signal = turn_signal(capture["token_logprobs"], capture["top_logprobs"])
     later = request.turn > 1  # turn 1's prompt is the prompts row's; a later turn carries its own
     return {"prompt_id": request.prompt_id, "gen_key": request.gen_key, "shard": shard, "attempt": attempt,
             "prompt_tokens": len(request.prompt_ids), "latency_s": latency_s, "submitted_at": submitted or finished,
@@ -66,7 +71,7 @@ def part_row(request, *, shard: int, attempt: int, gpu: str, result=None, ended:
             "turn": request.turn, "base_key": request.base_key, "messages": request.history if later else None,
             "prompt_ids": request.prompt_ids if later else None,
             **{name: getattr(request.sampling, name) for name in names()},
-            **capture, **turn_signal(capture["token_logprobs"], capture["top_logprobs"])}
+            **capture, **signal}
 
 
 def read_index(folder: Path) -> dict[str, dict]:

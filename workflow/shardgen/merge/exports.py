@@ -118,10 +118,12 @@ def capture_manifest(config, layout: Layout) -> dict:
     path = layout.export("turns.topk.parquet")
     rows = pq.ParquetFile(path).metadata.num_rows if path.is_file() else 0
     section, capture = getattr(config, "capture", None), Capture.of(config)
-    captured = "none" if capture is None else "all" if capture.sources is None else sorted(capture.sources)
+    captured = ("none" if capture is None or not capture.captures_any else "all" if capture.sources is None
+                else sorted(capture.sources))
     return {
         "logprobs": bool(section and section.logprobs), "top_k": section.top_k if section else None,
-        "sources": captured, "max_top_k": MAX_TOP_K, "file": str(path), "rows": rows,
+        "signal": bool(section and section.signal), "sources": captured, "max_top_k": MAX_TOP_K, "file": str(path),
+        "rows": rows,
         "rows_are": "one per turns.jsonl row (same id) whose turn was generated with capture on; none for a turn "
                     "generated without it (capture off, or committed before it was turned on)",
         "positions": "one entry per loss-masked position of the turns.jsonl row (its output_ids), in order",

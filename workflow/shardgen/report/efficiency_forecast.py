@@ -54,7 +54,7 @@ def storage(config, layout) -> dict:
     from shardgen.report import storage_plan
 
     try:
-        capture = Capture.of(config)
+        capture = Capture.sidecar_of(config)  # none: the sidecar planned as if all captured
         return storage_plan.plan(layout, Path(config.model.path), topk=capture.top_k if capture else storage_plan.TOPK,
                                  gpu=config.hardware.gpu, peak_overrides=config.hardware.peaks,
                                  captured=capture.sources if capture else None)

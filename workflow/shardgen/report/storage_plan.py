@@ -98,7 +98,7 @@ def from_options(args, config, layout: Layout) -> dict | None:
     if not layout.prompts.is_file() or not model:
         return None
     hardware = config.hardware if config else None
-    capture = Capture.of(config) if config else None
+    capture = Capture.sidecar_of(config) if config else None  # none: the sidecar planned as if all captured
     topk = args.topk if args.topk is not None else capture.top_k if capture else TOPK
     layers = DFLASH_LAYERS if args.dflash_layers is None else args.dflash_layers
     fraction = PREFILL_FRACTION if args.prefill_fraction is None else args.prefill_fraction
