@@ -10,6 +10,8 @@
 #     prefill's logprobs; the cost step's re-scoring check measures that): the parts, the sidecar and the report's
 #     storage plan from a real SGLang run;
 #   audit: `shardgen audit` of that run: its own settings, a bfloat16 SSM state, an fp8 KV cache.
+# demo-audit (after all, or alone on a fresh machine): the same audit on the demo model, whose distributions are
+#   real (dummy weights give a uniform one, so `all`'s audit cannot see a numerics change), plus the CPU reference.
 # Each result is written under $RES as soon as it exists; a step that fails leaves its log and the next one runs.
 set -uo pipefail
 RES=${RES:-/root/res}
@@ -57,9 +59,38 @@ EOF
     cp $W/run/results/audit/summary.json "$RES/audit-summary.json" 2>/dev/null
     cp $W/run/results/audit/turns.parquet "$RES/audit-turns.parquet" 2>/dev/null
     step end ;;
+  demo-audit)
+    # The audit on a model with real distributions (the demo's tiny Nemotron-H, trained by the workflow, SGLang-
+    # sized): the demo on SGLang with capture at temperature 1, then own, a bfloat16 SSM state, an fp8 KV cache and
+    # the CPU reference engine on the same weights.
+    mkdir -p "$W"
+    step demo-run
+    printf '#!/bin/sh\nexec python3 -m shardgen.cli "$@"\n' > /root/bin/shardgen && chmod +x /root/bin/shardgen
+    printf 'results_dir: %s\nmodel: {path: %s/demo-model}\ncapture: {logprobs: true, top_k: 20}\n' \
+      "$W/demo/results" "$W/demo/results" > $W/demo-capture.yaml
+    printf 'defaults: {temperature: 1.0, top_p: 1.0}\n' >> $W/demo-capture.yaml
+    snakemake --cores 16 --resources gpu=1 --configfile config/demo.yaml config/demo-sglang.yaml $W/demo-capture.yaml \
+      > "$RES/demo.snakemake.log" 2>&1
+    step demo-audit
+    python3 - "$W" <<'EOF2'
+import sys, yaml
+w = sys.argv[1]
+def over(base, top):  # as Snakemake lays one --configfile over another: dicts key by key, the rest replaced
+    return {**base, **{k: over(base[k], v) if isinstance(v, dict) and isinstance(base.get(k), dict) else v
+                       for k, v in top.items()}}
+merged = {}
+for path in ("config/config.yaml", "config/demo.yaml", "config/demo-sglang.yaml", f"{w}/demo-capture.yaml"):
+    merged = over(merged, yaml.safe_load(open(path)))
+yaml.safe_dump(merged, open(f"{w}/demo-audit.yaml", "w"), sort_keys=False)
+EOF2
+    shardgen --config $W/demo-audit.yaml audit --sample 200 --top-k 20 \
+      --against engine.args.mamba_ssm_dtype=bfloat16 --against engine.args.kv_cache_dtype=fp8_e4m3 \
+      --against engine.backend=transformers,gpus=0 > "$RES/demo-audit.out" 2> "$RES/demo-audit.err"
+    cp $W/demo/results/audit/summary.json "$RES/demo-audit-summary.json" 2>/dev/null
+    step demo-end ;;
   collect)
     for f in steps.txt gpu.txt capture_cost.json run-files.txt run-done.json run-summary.json audit.out \
-             audit-summary.json audit-turns.parquet; do
+             audit-summary.json audit-turns.parquet demo-audit.out demo-audit-summary.json; do
       [ -f "$RES/$f" ] && cp "$RES/$f" "$OUT/"
     done
     tail -c 2500 "$RES"/*.err 2>/dev/null | grep -v "Decode batch\|Prefill batch" | tail -30
