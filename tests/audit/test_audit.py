@@ -109,3 +109,16 @@ def test_the_command_says_a_config_time_failure_in_one_line(make_config, write_j
     cfg = captured_run(make_config, write_jsonl, generate=False)
     assert main(["--config", str(cfg.write_resolved()), "audit"]) == 2
     assert "nothing to audit" in caplog.text and "Traceback" not in caplog.text
+
+
+def test_the_command_prints_each_setting_and_its_drifting_turns(audited, capsys, tmp_path):
+    cfg, _, _ = audited
+    assert main(["--config", str(cfg.write_resolved()), "audit", "--sample", "2", "--seed", "3",
+                 "--out", str(tmp_path / "cli")]) == 0
+    out = capsys.readouterr().out
+    header, _, own_row = out.splitlines()[1:4]
+    assert header.split()[:7] == ["setting", "status", "turns", "tokens", "argmax_match", "in_top_k", "compared"]
+    assert own_row.split()[:3] == ["own", "ok", "2"] and own_row.split()[4:7] == ["1.0", "1.0", "2"]
+    assert "own: the turns that drift most" in out
+    assert f"written: {AuditLayout(tmp_path / 'cli').summary}" in out
+    assert json.loads(AuditLayout(tmp_path / "cli").summary.read_text())["sample"]["turns"] == 2

@@ -47,7 +47,7 @@ def _share(value: float | None) -> float | None:
 
 
 def _diff(figures: dict | None, column: str) -> float | None:
-    return None if figures is None else round(figures[column], 6)
+    return None if figures is None else _round(figures[column])
 
 
 def overview(summary: dict) -> list[dict]:
@@ -67,4 +67,10 @@ def drift_table(setting: dict) -> list[dict]:
     """A setting's turns that drift most, in the columns that say how."""
     keep = ("conversation_id", "turn", "tokens", "argmax_match", "in_top_k", "logprob_diff_mean_abs",
             "logprob_diff_max_abs", "first_argmax_mismatch")
-    return [{k: row[k] for k in keep} for row in setting.get("most_drift", ())]
+    rounded = {"argmax_match": _share, "in_top_k": _share, "logprob_diff_mean_abs": _round,
+               "logprob_diff_max_abs": _round}
+    return [{k: rounded.get(k, lambda v: v)(row[k]) for k in keep} for row in setting.get("most_drift", ())]
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 6)
