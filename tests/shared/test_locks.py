@@ -12,7 +12,7 @@ from shardgen import locks
 from shardgen.locks import clear_stale_locks
 
 
-def test_a_live_run_is_named_and_its_locks_are_kept(tmp_path, caplog, monkeypatch):
+def test_a_live_run_is_named_and_its_locks_are_kept(tmp_path, caplog, monkeypatch, capsys):
     state = tmp_path / ".snakemake"
     (state / "locks").mkdir(parents=True)
     (state / "locks" / "0.input.lock").write_text("")
@@ -25,6 +25,8 @@ def test_a_live_run_is_named_and_its_locks_are_kept(tmp_path, caplog, monkeypatc
         monkeypatch.setattr(locks, "_guard", None)
         monkeypatch.setattr(locks, "hold_run_guard",
                             partial(locks.hold_run_guard, wait_s=0.5))
+        at_exit: list = []  # what the run says again as it exits, kept here instead of in pytest's own exit
+        monkeypatch.setattr(locks.atexit, "register", at_exit.append)
         with caplog.at_level(logging.ERROR, "shardgen"):
             assert clear_stale_locks(SimpleNamespace(is_main_process=True), state) == []
     finally:
@@ -33,6 +35,10 @@ def test_a_live_run_is_named_and_its_locks_are_kept(tmp_path, caplog, monkeypatc
     assert (state / "locks" / "0.input.lock").exists()
     assert f"another snakemake run of this workflow is alive (pid {holder.pid})" in caplog.text
     assert "do not use --unlock" in caplog.text
+    assert len(at_exit) == 1
+    at_exit[0]()
+    assert capsys.readouterr().err.startswith(f"shardgen: another snakemake run of this workflow is alive (pid "
+                                              f"{holder.pid})")
 
 
 @pytest.mark.slow
