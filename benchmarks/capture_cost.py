@@ -6,7 +6,9 @@
 Arms: the same rendered prompts through SGLang's own batch call (`Engine.generate(list)`, `ignore_eos`, so every arm
 generates the same tokens' count), without capture (`off`) and with the capture arguments shardgen sends
 (`sglang_results.capture_args`) at each k, in the order given and then reversed (two runs per arm; the engine is
-warm before the first: a 64-prompt warm-up). Per arm: output tokens/s (wall from submit to the last completion),
+warm before the first: a 64-prompt warm-up). The arms repeat the same prompts, so they compare like with like only
+without a prefix cache (single-turn work: `auto` resolves to `no_radix`); the engine's settings are in the output.
+Per arm: output tokens/s (wall from submit to the last completion),
 the host-side conversion to Results (`result_of`), and per million generated tokens: the Python memory of what
 SGLang hands back (the logprob fields of meta_info), and the Parquet bytes of the part columns and of the
 `exports/turns.topk.parquet` sidecar (tables.PART's and tables.TOPK_SIDECAR's types, zstd as the workflow writes).
@@ -65,7 +67,7 @@ def parquet_bytes(table: pa.Table) -> int:
     return sink.getvalue().size
 
 
-def stored_bytes(results: list, k: int) -> dict:
+def stored_bytes(results: list) -> dict:
     """The capture's Parquet bytes: as part columns (float32) and as the sidecar (float16)."""
     part = pa.table({"token_logprobs": pa.array([r.logprobs for r in results], tables.TOKEN_LOGPROBS),
                      "top_ids": pa.array([r.top_ids for r in results], tables.TOP_IDS),
@@ -99,7 +101,7 @@ def run_arm(engine, rows: list[dict], name: str) -> dict:
         arm["per_million_tokens"] = {
             "host_returned_mb": round(returned * per_million / 1e6, 1),
             "host_results_mb": round(kept * per_million / 1e6, 1),
-            **{f"{what}_mb": round(size * per_million / 1e6, 1) for what, size in stored_bytes(results, k).items()}}
+            **{f"{what}_mb": round(size * per_million / 1e6, 1) for what, size in stored_bytes(results).items()}}
         arm["logprobs_per_output_token"] = round(sum(len(r.logprobs or ()) for r in results) / tokens, 4)
     print(json.dumps(arm), flush=True)
     return arm

@@ -1,6 +1,7 @@
 """Disk the capture takes per million generated tokens, measured on a finished run's files (zstd, as written):
 the sidecar (`exports/turns.topk.parquet`, float16) and the capture columns of the parts (float32, Parquet column
-chunk sizes), beside the layout's bytes before compression (2 + 6k a token in the sidecar, 4 + 8k in the parts).
+chunk sizes; every committed part, a retried turn's superseded row included, so a little over), beside the
+layout's bytes before compression (2 + 6k a token in the sidecar, 4 + 8k in the parts).
 
     python benchmarks/capture_disk.py --results results --out capture_disk.json
 """
@@ -29,6 +30,8 @@ def measure(results: Path) -> dict:
     layout = Layout(results)
     sidecar = pq.read_table(layout.export("turns.topk.parquet"), columns=["logprobs", "top_ids"])
     tokens = sum(len(x) for x in sidecar["logprobs"].to_pylist())
+    if not tokens:
+        raise SystemExit(f"{layout.export('turns.topk.parquet')} holds no captured token: run with capture on")
     k = max((len(ids[0]) for ids in sidecar["top_ids"].to_pylist() if ids), default=0)
     parts = [p for shard in layout.split_shards() for p in ShardCheckpoint(layout, shard).parts()]
     part_bytes = sum(column_bytes(p, CAPTURE_COLUMNS) for p in parts)

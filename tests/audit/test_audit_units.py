@@ -29,6 +29,9 @@ def test_argmax_and_top_k_fractions_are_over_tokens_and_the_first_mismatch_is_it
     assert other["logprob_diff_mean_abs"] is None and (other["argmax_match"], other["in_top_k"]) == (0.5, 0.75)
     assert metrics.turn_row("own", {**turn, "temperature": 0.7}, {**scores, "temperature": 0.7},
                             top_k=2)["logprob_diff_max_abs"] == 1.0
+    # a repetition penalty: SGLang's generation-time logprobs come after it, a prefill's never do
+    assert metrics.turn_row("own", {**turn, "repetition_penalty": 1.1}, scores, top_k=2)["logprob_diff_max_abs"] is None
+    assert metrics.turn_row("own", {**turn, "repetition_penalty": 1.0}, scores, top_k=2)["logprob_diff_max_abs"] == 1.0
 
 
 def test_spread_is_mean_p99_and_max_of_absolute_differences():
@@ -101,6 +104,10 @@ def test_sglang_input_logprobs_that_do_not_end_with_the_target_fail_naming_the_r
     shifted = {"input_token_logprobs": [(None, 12, None), (-0.1, 20, None)], "input_top_logprobs": [None, TOP[0]]}
     with pytest.raises(RuntimeError, match="r1: SGLang's input logprobs do not end with the target's 2 tokens"):
         scores_of(REQUEST, shifted, top_k=2)
+    no_top = {"input_token_logprobs": [(None, 12, None), (-0.1, 20, None), (-0.9, 21, None)],
+              "input_top_logprobs": [None, TOP[0], []]}
+    with pytest.raises(RuntimeError, match="r1: SGLang gave a target position no top logprobs"):
+        scores_of(REQUEST, no_top, top_k=2)
 
 
 def test_sglang_is_asked_for_the_input_logprobs_from_the_prompt_last_position_with_one_new_token():
@@ -108,3 +115,13 @@ def test_sglang_is_asked_for_the_input_logprobs_from_the_prompt_last_position_wi
     assert args["input_ids"] == [[10, 11, 12, 20, 21], [1, 2]] and args["logprob_start_len"] == [2, 0]
     assert args["sampling_params"] == [{"max_new_tokens": 1}, {"max_new_tokens": 1}]  # a prefill's logprobs: T 1
     assert args["return_logprob"] is True and args["top_logprobs_num"] == 1  # the argmax is always asked
+
+
+def test_the_default_k_is_the_capture_of_any_source_else_20(make_config, write_jsonl):
+    from shardgen.audit import top_k_of
+
+    source = {"name": "q", "path": write_jsonl("q.jsonl", [{"query": "x"}]), "format": "query_response"}
+    assert top_k_of(make_config([source]), None) == 20  # nothing captured
+    assert top_k_of(make_config([{**source, "capture": True}], capture={"top_k": 7}), None) == 7  # one source's
+    assert top_k_of(make_config([source], capture={"logprobs": True, "top_k": 0}), None) == 20  # k 0: no top k
+    assert top_k_of(make_config([source]), 3) == 3

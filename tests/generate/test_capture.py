@@ -12,7 +12,8 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from shardgen import tables
+from shardgen import db, tables
+from shardgen.generate import checkpoint
 from shardgen.config import ConfigError
 from shardgen.merge.dataset import merge
 from shardgen.merge.exports import ExportRules, write_manifest
@@ -79,6 +80,10 @@ def test_capture_off_changes_nothing_and_on_changes_no_generated_value(two_runs)
         assert sorted(off.export(name).read_text().splitlines()) == sorted(on.export(name).read_text().splitlines())
     manifest = json.loads(off.export("manifest.json").read_text())["capture"]
     assert (manifest["logprobs"], manifest["signal"], manifest["sources"], manifest["rows"]) == (False, True, "none", 0)
+    # `shardgen query confidence`: every turn has the signal, only the captured ones the top-k entropy
+    counts = lambda layout: [(r["turns"], r["signal_turns"], r["topk_turns"])  # noqa: E731
+                             for r in db.query(checkpoint.connect(layout), "confidence")]
+    assert counts(off) == [(4, 4, 0)] and counts(on) == [(4, 4, 4)]
 
 
 def test_without_the_signal_an_uncaptured_turn_has_none(make_config, write_jsonl):

@@ -13,8 +13,9 @@ UTC = pa.timestamp("us", tz="UTC")
 TOKEN_LOGPROBS = pa.list_(pa.float32())
 TOP_IDS = pa.list_(pa.list_(pa.int32()))
 TOP_LOGPROBS = pa.list_(pa.list_(pa.float32()))
-# Per turn, from the chosen-token logprobs (null without capture): their mean and minimum, and the mean over
-# positions of the top-k entropy -sum(p log p) over the k entries (null at k 0). shardgen/capture.py computes them.
+# Per turn, from the chosen-token logprobs (null with neither capture nor capture.signal): their mean and minimum,
+# and the mean over positions of the top-k entropy -sum(p log p) over the k entries (captured turns only; null at
+# k 0). shardgen/capture.py computes them.
 TURN_SIGNAL = [("logprob_mean", pa.float64()), ("logprob_min", pa.float64()), ("topk_entropy_mean", pa.float64())]
 # One column per sampling field (shardgen.sampling.FIELDS), in its declared order: an integer field is int32, a
 # number float64.
@@ -88,7 +89,8 @@ TOPK_SIDECAR = pa.schema([
 # `shardgen audit`, turns.parquet: one row per setting and sampled turn, the turn re-scored prefill-only under the
 # setting. tokens: its output_ids; argmax_match / in_top_k: the fraction of them that are the re-scored argmax / in
 # its top k; logprob_diff_*: |re-scored - generation-time| chosen-token logprob over its positions (null: generated
-# without capture); first_argmax_mismatch: the first position (0-based) whose token is not the argmax (null: none).
+# without capture, or not comparable: another temperature, a repetition penalty); first_argmax_mismatch: the first
+# position (0-based) whose token is not the argmax (null: none).
 AUDIT_TURNS = pa.schema([
     ("setting", pa.string()), ("conversation_id", pa.string()), ("turn", pa.int32()), ("gen_key", pa.string()),
     ("tokens", pa.int32()), ("argmax_match", pa.float64()), ("in_top_k", pa.float64()),

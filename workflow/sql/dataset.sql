@@ -2,7 +2,7 @@
 -- current gen_key; turn 1's prompt is the prompts row's, a later turn's is in its part row; the sampling the turn
 -- was sent with is its part row's (null in a part written before it was recorded), where the prompt set's values
 -- came from is its prompts row's; how sure the target was (logprob_mean, logprob_min, topk_entropy_mean) is its part
--- row's (null: generated without capture). sampling_fields: the names of the sampling columns (shardgen.sampling.FIELDS), a
+-- row's (null: generated with neither capture nor capture.signal). sampling_fields: the names of the sampling columns (shardgen.sampling.FIELDS), a
 -- variable db.connect sets.
 -- requires: winners
 SELECT p.prompt_id, r.gen_key, p.source, coalesce(r.messages, p.messages) AS messages,

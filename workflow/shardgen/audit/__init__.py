@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 
 from shardgen.atomic import write_text
-from shardgen.capture import MAX_TOP_K
+from shardgen.capture import MAX_TOP_K, Capture
 from shardgen.config import Config, ConfigError
 from shardgen.layout import AuditLayout
 
@@ -22,8 +22,8 @@ DEFAULT_TOP_K = 20  # without capture to take k from
 def top_k_of(config: Config, given: int | None) -> int:
     """The k of `in_top_k`: the one given, else capture's (where it was on with a k), else DEFAULT_TOP_K."""
     if given is None:
-        captured = config.capture.logprobs and config.capture.top_k
-        return config.capture.top_k if captured else DEFAULT_TOP_K
+        capture = Capture.sidecar_of(config)  # capture.logprobs, or a source's own capture
+        return capture.top_k if capture is not None and capture.top_k else DEFAULT_TOP_K
     if not 1 <= given <= MAX_TOP_K:
         raise ConfigError(f"--top-k {given}: the engines report between 1 and {MAX_TOP_K} top tokens a position "
                           "(shardgen.capture.MAX_TOP_K)")

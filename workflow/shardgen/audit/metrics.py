@@ -2,7 +2,8 @@
 Fractions are over generated tokens (a long turn weighs more than a short one); a logprob difference is taken
 where both sides have a value (an engine may leave a position without one: NaN) at the same temperature (a scored
 turn's `temperature`: SGLang scores a prefill at 1, so a turn sampled at another has no difference to generation
-time there; its argmax and top-k, which a temperature does not reorder, still count)."""
+time there; its argmax and top-k, which a temperature does not reorder, still count) and without a repetition
+penalty (SGLang's generation-time logprobs come after it, a prefill's never do)."""
 
 import math
 
@@ -12,9 +13,11 @@ from shardgen.engines.scoring import temperature
 
 
 def generation_logprobs(turn: dict, scores: dict) -> list[float] | None:
-    """The turn's generation-time logprobs where they are at the temperature of its scores, else None."""
+    """The turn's generation-time logprobs where they compare with its scores (the same temperature, no repetition
+    penalty), else None."""
     same = math.isclose(temperature({"temperature": turn.get("temperature")}), scores["temperature"])
-    return turn["token_logprobs"] if same else None
+    unpenalized = turn.get("repetition_penalty") in (None, 1.0)
+    return turn["token_logprobs"] if same and unpenalized else None
 
 
 def fraction(flags: list[bool]) -> float | None:

@@ -20,7 +20,8 @@ def write_sample(config: Config, out: Path, n: int, seed: int) -> int:
     layout = Layout(config.results)
     con = checkpoint.connect(layout)  # every shard's parts, as the checkpoint reads them
     con.execute(f"CREATE OR REPLACE TEMP VIEW current_turns AS {db.prepared(con, 'dataset')}")
-    table = con.sql(db.prepared(con, "audit_sample"), params={"seed": seed, "n": n}).to_arrow_table()
+    table = con.sql(db.prepared(con, "audit_sample"),
+                    params={"seed": seed, "n": n, "context_length": config.model.context_length}).to_arrow_table()
     if table.num_rows == 0:
         raise ConfigError(f"nothing to audit: {layout.root} holds no generated turn of the current prompt set; "
                           "generate first (`snakemake --configfile YOUR_CONFIG`), then audit")

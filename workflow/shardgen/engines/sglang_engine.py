@@ -195,11 +195,9 @@ class SGLangEngine:
     async def generate(self, request: Request) -> Result:
         sampling = {**request.sampling, "stop_token_ids": self.stop_ids, **self.extra_sampling}
         mode = self.capture.mode(request.source) if self.capture else None
-        result = result_of(await self.engine.async_generate(input_ids=request.prompt_ids, sampling_params=sampling,
-                                                          rid=request.rid,
-                                                          **request_capture_args(self.capture, request.source)))
-        if mode == "signal":  # the chosen logprobs for the turn's signal; no per-token capture kept
-            result = dataclasses.replace(result, top_ids=None, top_logprobs=None)
+        result = self._kept(result_of(await self.engine.async_generate(
+            input_ids=request.prompt_ids, sampling_params=sampling, rid=request.rid,
+            **request_capture_args(self.capture, mode))), mode)
         self.telemetry.completed(len(result.output_ids))
         if self.watchdog:
             self.watchdog.progress()
@@ -210,8 +208,14 @@ class SGLangEngine:
         benchmark compares shardgen's driver against, asking what a request without a source asks (Capture.mode).
         Blocks until every prompt is done; results in input order."""
         params = [{**s, "stop_token_ids": self.stop_ids, **self.extra_sampling} for s in sampling]
-        return [result_of(out) for out in self.engine.generate(input_ids=prompt_ids, sampling_params=params,
-                                                             **request_capture_args(self.capture, None))]
+        mode = self.capture.mode(None) if self.capture else None
+        return [self._kept(result_of(out), mode) for out in self.engine.generate(
+            input_ids=prompt_ids, sampling_params=params, **request_capture_args(self.capture, mode))]
+
+    @staticmethod
+    def _kept(result: Result, mode: str | None) -> Result:
+        """For the signal alone, the chosen logprobs without the (empty) top-k lists: capture.signal_only."""
+        return dataclasses.replace(result, top_ids=None, top_logprobs=None) if mode == "signal" else result
 
     def score(self, requests: list[ScoreRequest], top_k: int) -> list[Scores]:
         """Prefill only, in chunks of SGLang's batch call (engines/sglang_scoring.py)."""

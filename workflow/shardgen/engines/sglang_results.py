@@ -5,10 +5,9 @@ from shardgen.capture import Capture
 from shardgen.engines import Result
 
 
-def request_capture_args(capture: Capture | None, source: str | None) -> dict:
-    """A request's capture arguments by what its source asks for (Capture.mode): the top k, the chosen token's
-    logprob alone for the signal, or nothing."""
-    mode = capture.mode(source) if capture else None
+def request_capture_args(capture: Capture | None, mode: str | None) -> dict:
+    """A request's capture arguments by what it asks for (Capture.mode): the top k, the chosen token's logprob
+    alone for the signal, or nothing."""
     return capture_args(capture) if mode == "tokens" else capture_args(Capture(0)) if mode == "signal" else {}
 
 

@@ -43,6 +43,9 @@ def scores_of(request: ScoreRequest, meta: dict, top_k: int) -> Scores:
     if any(entry[0] is None for entry in chosen):
         raise RuntimeError(f"{request.rid}: SGLang gave a target token no logprob (logprob_start_len too late)")
     top = [list(position or ()) for position in top]
+    if not all(top):
+        raise RuntimeError(f"{request.rid}: SGLang gave a target position no top logprobs (top_logprobs_num "
+                           "asked: at least 1), so it has no argmax")
     return Scores([float(entry[0]) for entry in chosen], [int(position[0][1]) for position in top],
                   [[int(entry[1]) for entry in position[:top_k]] for position in top],
                   [[float(entry[0]) for entry in position[:top_k]] for position in top], PREFILL_TEMPERATURE)
