@@ -14,15 +14,11 @@
 #   real (dummy weights give a uniform one, so `all`'s audit cannot see a numerics change), plus the CPU reference.
 # Each result is written under $RES as soon as it exists; a step that fails leaves its log and the next one runs.
 set -uo pipefail
-RES=${RES:-/root/res}
+source benchmarks/gpu_session_common.sh
 W=${CAPTURE_DIR:-/root/capture}
-export PYTHONPATH="$PWD/workflow:${PYTHONPATH:-}" PATH="/root/bin:$PATH"
-mkdir -p "$RES" /root/bin
-step() { echo "== $1 $(date -u +%T)" >> "$RES/steps.txt"; }
 case "$1" in
   all)
     step setup
-    printf '#!/bin/sh\nexec python3 -m shardgen.cli "$@"\n' > /root/bin/shardgen && chmod +x /root/bin/shardgen
     python3 .gpu/kit/make_model.py /root/model --only nh8b --round-trip > /dev/null
     python3 benchmarks/variable_length.py make --out $W/cost --model /root/model/nh8b --engine shipped \
       --mix chat:512:256 > /dev/null
@@ -65,25 +61,15 @@ EOF
     # the CPU reference engine on the same weights.
     mkdir -p "$W"
     step demo-run
-    printf '#!/bin/sh\nexec python3 -m shardgen.cli "$@"\n' > /root/bin/shardgen && chmod +x /root/bin/shardgen
     printf 'results_dir: %s\nmodel: {path: %s/demo-model}\ncapture: {logprobs: true, top_k: 20}\n' \
       "$W/demo/results" "$W/demo/results" > $W/demo-capture.yaml
     printf 'defaults: {temperature: 1.0, top_p: 1.0}\n' >> $W/demo-capture.yaml
     snakemake --cores 16 --resources gpu=1 --configfile config/demo.yaml config/demo-sglang.yaml $W/demo-capture.yaml \
       > "$RES/demo.snakemake.log" 2>&1
     step demo-audit
-    python3 - "$W" <<'EOF2'
-import sys, yaml
-w = sys.argv[1]
-def over(base, top):  # as Snakemake lays one --configfile over another: dicts key by key, the rest replaced
-    return {**base, **{k: over(base[k], v) if isinstance(v, dict) and isinstance(base.get(k), dict) else v
-                       for k, v in top.items()}}
-merged = {}
-for path in ("config/config.yaml", "config/demo.yaml", "config/demo-sglang.yaml", f"{w}/demo-capture.yaml"):
-    merged = over(merged, yaml.safe_load(open(path)))
-yaml.safe_dump(merged, open(f"{w}/demo-audit.yaml", "w"), sort_keys=False)
-EOF2
-    shardgen --config $W/demo-audit.yaml audit --sample 200 --top-k 20 \
+    # the config the run's jobs read (Snakemake's overlay of the three files, resolved): the audit's own setting
+    config=$(ls -t $W/demo/results/.shardgen/config-*.json | head -1)
+    shardgen --config "$config" audit --sample 200 --top-k 20 \
       --against engine.args.mamba_ssm_dtype=bfloat16 --against engine.args.kv_cache_dtype=fp8_e4m3 \
       --against engine.backend=transformers,gpus=0 > "$RES/demo-audit.out" 2> "$RES/demo-audit.err"
     cp $W/demo/results/audit/summary.json "$RES/demo-audit-summary.json" 2>/dev/null

@@ -11,17 +11,13 @@
 #     no_radix), on the same kernel cache.
 # Each result is written under $RES as soon as it exists; a step that fails leaves its log and the next one runs.
 set -uo pipefail
-RES=${RES:-/root/res}
+source benchmarks/gpu_session_common.sh
 W=${DEFAULTS_DIR:-/root/defaults}
 MIX=${DEFAULTS_MIX:-reasoning:60:1536,web:120:768,code:180:384,chat:360:128}
 CONVERSATIONS=${DEFAULTS_CONVERSATIONS:-1000}
-export PYTHONPATH="$PWD/workflow:${PYTHONPATH:-}" PATH="/root/bin:$PATH"
-mkdir -p "$RES" /root/bin
-step() { echo "== $1 $(date -u +%T)" >> "$RES/steps.txt"; }
 case "$1" in
   all)
     step setup
-    printf '#!/bin/sh\nexec python3 -m shardgen.cli "$@"\n' > /root/bin/shardgen && chmod +x /root/bin/shardgen
     python3 .gpu/kit/make_model.py /root/model --only nh8b --round-trip > /dev/null
     python3 benchmarks/variable_length.py make --out $W/single --model /root/model/nh8b --engine shipped --mix "$MIX"
     python3 benchmarks/multi_turn.py make --out $W/multi --model /root/model/nh8b --engine shipped \

@@ -23,8 +23,7 @@ class Registration:
     engine: str  # "module:class" of the Backend: imported on first use (after the GPU lease, never in CI unless asked)
     settings: str | None  # a module without heavy imports (BackendSettings), for a backend with its own settings
     env: str  # its conda env file under envs/: every rule runs in it with --sdm conda
-    # Whether it applies a sampling field (shardgen.sampling.FIELDS), known without importing the backend, so a
-    # config asking for one it cannot apply fails before anything starts.
+    # whether it applies a sampling field, known without importing it: a config asking for another fails at once
     applies_sampling: Callable[[sampling.SamplingField], bool]
 
 
@@ -55,8 +54,8 @@ class Result:
     prompt_tokens: int
     cached_tokens: int = 0
     error: str | None = None
-    # Under capture (config `capture`, shardgen/capture.py: what a logprob is), per generated token: the chosen
-    # token's logprob, and the top-k ids and logprobs, most likely first; None when not asked.
+    # Per generated token (shardgen/capture.py): the chosen token's logprob, the top-k ids and logprobs, most likely
+    # first; None when not asked (logprobs without top_ids: the signal alone, capture.signal_only).
     logprobs: list[float] | None = None
     top_ids: list[list[int]] | None = None
     top_logprobs: list[list[float]] | None = None

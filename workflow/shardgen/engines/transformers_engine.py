@@ -13,7 +13,7 @@ from shardgen.capture import Capture
 from shardgen.config import ConfigError
 from shardgen.config_sections import EngineConfig
 from shardgen.engines import EngineInfo, LogLine, Request, Result, RunSettings, recorded_numerics, transformers_scoring
-from shardgen.engines.scoring import ScoreRequest, Scores
+from shardgen.engines.scoring import ScoreRequest, Scores, temperature
 from shardgen.faults import engine_abort_marker
 from shardgen.sampling import FIELDS
 
@@ -174,7 +174,7 @@ class TransformersEngine:
             ids[i, width - len(r.prompt_ids):] = torch.tensor(r.prompt_ids)
             mask[i, width - len(r.prompt_ids):] = 1
         mode = self._mode(requests[0])
-        recorder = self._recorder(requests[0].sampling["temperature"], mode) if mode else None
+        recorder = self._recorder(temperature(requests[0].sampling), mode) if mode else None
         with torch.inference_mode():
             out = self.model.generate(ids, attention_mask=mask, **hf_sampling(requests[0].sampling),
                                       eos_token_id=sorted(self.stop_ids), pad_token_id=self.pad_id,
@@ -186,12 +186,12 @@ class TransformersEngine:
         """What the request asks for (capture.Capture.mode): tokens, signal or nothing."""
         return self.capture.mode(request.source) if self.capture else None
 
-    def _recorder(self, temperature: float, mode: str):
+    def _recorder(self, at: float, mode: str):
         """A logits processor that records the capture (shardgen.capture: what a logprob is). HF runs the
         processors it is given after its own (the repetition penalty) and before the warpers (temperature, top-k,
         top-p, min-p): it sees the logits SGLang's sampler starts from, and divides them by the temperature itself
-        (greedy: 1). Memory: one [batch, vocab] row of logprobs at a time, and k entries per token. For the
-        signal alone (`mode` signal), the chosen token's logprobs only."""
+        (`at`: scoring.temperature, greedy 1). Memory: one [batch, vocab] row of logprobs at a time, and k entries
+        per token. For the signal alone (`mode` signal), the chosen token's logprobs only."""
         from transformers import LogitsProcessor
 
         torch, k = self.torch, self.capture.top_k if mode == "tokens" else 0
@@ -203,7 +203,7 @@ class TransformersEngine:
             def __call__(self, input_ids, scores):
                 if self.last is not None:  # the token chosen at the step before is input_ids' last
                     self.chosen.append(self.last.gather(1, input_ids[:, -1:]).squeeze(1))
-                self.last = torch.log_softmax(scores.float() / (temperature or 1.0), dim=-1)
+                self.last = torch.log_softmax(scores.float() / at, dim=-1)
                 if k:
                     values, ids = self.last.topk(min(k, self.last.shape[-1]), dim=-1)
                     self.top_ids.append(ids)

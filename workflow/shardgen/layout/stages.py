@@ -31,9 +31,9 @@ class ReportLayout:
 
 
 @dataclass(frozen=True)
-class TuneLayout:
-    """A tune folder (Layout.tune_dir, or the one `shardgen tune --out` names): its plan, sample and ranking, and one
-    folder per measured setting."""
+class SettingsLayout:
+    """A folder where engine settings are run over one sample (tune, audit): its plan and sample, and one folder per
+    setting, each with its engine's log."""
     root: Path
 
     @property
@@ -43,6 +43,18 @@ class TuneLayout:
     @property
     def sample(self) -> Path:
         return self.root / "sample.parquet"
+
+    def setting_dir(self, key) -> Path:
+        raise NotImplementedError
+
+    def engine_log(self, key) -> Path:
+        return self.setting_dir(key) / "engine.log"
+
+
+@dataclass(frozen=True)
+class TuneLayout(SettingsLayout):
+    """A tune folder (Layout.tune_dir, or the one `shardgen tune --out` names): its plan, sample and ranking, and one
+    folder per measured setting, by name."""
 
     @property
     def summary(self) -> Path:
@@ -63,26 +75,14 @@ class TuneLayout:
     def result(self, name: str) -> Path:
         return self.setting_dir(name) / "result.json"
 
-    def engine_log(self, name: str) -> Path:
-        return self.setting_dir(name) / "engine.log"
-
     def parts_dir(self, name: str) -> Path:
         return self.setting_dir(name) / "parts"
 
 
 @dataclass(frozen=True)
-class AuditLayout:
+class AuditLayout(SettingsLayout):
     """An audit folder (Layout.audit_dir, or the one `shardgen audit --out` names): its plan and sample, the two
     reports, and one folder per setting scored (by its place in the plan: a setting's text may hold any character)."""
-    root: Path
-
-    @property
-    def plan(self) -> Path:
-        return self.root / "plan.json"
-
-    @property
-    def sample(self) -> Path:
-        return self.root / "sample.parquet"
 
     @property
     def summary(self) -> Path:
@@ -102,6 +102,3 @@ class AuditLayout:
     def engine(self, index: int) -> Path:
         """What the setting's engine ran with (its numerics)."""
         return self.setting_dir(index) / "engine.json"
-
-    def engine_log(self, index: int) -> Path:
-        return self.setting_dir(index) / "engine.log"
