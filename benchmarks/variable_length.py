@@ -5,13 +5,17 @@ against the real workflow (b), on the same rendered input_ids and per-prompt lim
     python benchmarks/variable_length.py arms --config W/config.yaml --out arms.json   # (a) and (a'), one engine
     snakemake --cores 16 --resources gpu=1 --configfile W/config.yaml                   # (b)
     python benchmarks/variable_length.py collect --config W/config.yaml --arms arms.json --wall S --out X.json
+    python benchmarks/variable_length.py own --config W/config.yaml --out own.json   # (c): SGLang's own sizing
 
 `make` writes four seeded sources shaped like the production mix: many short chat answers (256 new tokens), fewer
 code answers (768), web answers (1,536) and reasoning traces (3,072), prompts long-tailed (log-normal words,
 20 to ~2,000 tokens). The config lists them in config/config.yaml's order (reasoning first); (a) is the prompts
 stage's order (sources in config order, rows in file order), (a') the split's order (heaviest first), (b) reads
 the same prompts.parquet. With dummy weights a stop token is almost never sampled: outputs run to their limit.
-Arms are timed from first submit to last completion; the engine start is apart. The makespan floor is the longest
+(c) is SGLang's Engine.generate(list) over (a')'s rows with SGLang's own defaults: only the model, dummy weights,
+the attention backend and the seed given (its own prefix-cache strategy, running cap and pool split), the same
+sampling and logprob request as (a'); a 16-request warm-up first. Arms are timed from first submit to last
+completion; the engine start is apart. The makespan floor is the longest
 request's decode steps at the arm's median step rate (decode lines' tokens/s over running requests).
 """
 
@@ -135,6 +139,45 @@ def arms(config_path: Path, out: Path, order: list[str]) -> None:
             out.write_text(json.dumps({**result, "engine": engine.info.record}, indent=1, default=str) + "\n")
 
 
+def own(config_path: Path, out: Path) -> dict:
+    """(c): the rows of (a') through a bare sglang.Engine sized by SGLang itself."""
+    import sglang
+
+    config = Config.from_file(config_path)
+    layout = Layout(Path(str(config.results) + "-arms"))
+    rows = pq.read_table(layout.split(0)).to_pylist()
+    model = ModelInfo.from_config(config.model)
+    given = {k: config.engine.args[k] for k in ("load_format", "attention_backend") if k in config.engine.args}
+    t0 = time.perf_counter()
+    engine = sglang.Engine(model_path=str(model.path), random_seed=config.seed, log_level="info", **given)
+    started = round(time.perf_counter() - t0, 1)
+    try:
+        def params(r: dict, limit: int) -> dict:
+            return {"max_new_tokens": limit, "temperature": r["temperature"], "top_p": r["top_p"],
+                    "top_k": r["top_k"], "stop_token_ids": model.stop_token_ids}
+        warm = rows[:16]
+        engine.generate(input_ids=[r["prompt_ids"] for r in warm], sampling_params=[params(r, 16) for r in warm])
+        start = time.perf_counter()
+        outs = engine.generate(input_ids=[r["prompt_ids"] for r in rows],
+                               sampling_params=[params(r, r["max_new_tokens"]) for r in rows],
+                               return_logprob=True, logprob_start_len=-1)
+        wall = time.perf_counter() - start
+        server = engine.get_server_info()
+    finally:
+        engine.shutdown()
+    tokens = sum(o["meta_info"]["completion_tokens"] for o in outs)
+    result = {"arm": "c_sglang_own", "requests": len(rows), "engine_start_s": started, "wall_s": round(wall, 2),
+              "completion_tokens": tokens, "output_tps": round(tokens / wall, 1),
+              "server_args": given, "max_running_requests": server.get("max_running_requests"),
+              "internal_states": server.get("internal_states"),
+              "resolved": {k: server.get(k) for k in ("disable_radix_cache", "mamba_radix_cache_strategy",
+                                                     "max_mamba_cache_size", "mem_fraction_static",
+                                                     "cuda_graph_max_bs", "disable_overlap_schedule")}}
+    out.write_text(json.dumps(result, indent=1, default=str) + "\n")
+    print(json.dumps({k: result[k] for k in ("wall_s", "output_tps", "max_running_requests")}), flush=True)
+    return result
+
+
 def collect(config_path: Path, arms_path: Path, workflow_wall: float, out: Path) -> dict:
     """(b)'s figures from the workflow's own files, beside (a) and (a'), and the ratios the issue names."""
     config = Config.from_file(config_path)
@@ -152,7 +195,7 @@ def collect(config_path: Path, arms_path: Path, workflow_wall: float, out: Path)
                      "engine_start_s": round((ready - started).total_seconds(), 1),
                      "workflow_wall_s": round(workflow_wall, 1), **_telemetry(shard_dir, first, last)}, int(longest))
     saved = json.loads(arms_path.read_text())
-    a, a_prime = saved["arms"]["a"], saved["arms"]["a_prime"]
+    a, a_prime = saved["arms"].get("a"), saved["arms"]["a_prime"]
     done = json.loads(layout.done(0).read_text())
     result = {"workload": "variable_length", "sglang_version": done["engine"]["version"],
               "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -160,7 +203,7 @@ def collect(config_path: Path, arms_path: Path, workflow_wall: float, out: Path)
                            "max_new_tokens": s["sampling"]["max_new_tokens"]} for s in config.raw["sources"]],
               "engine_config": config.engine.as_dict(),
               "shardgen_over_engine_output_tps": round(b["output_tps"] / a_prime["output_tps"], 4),
-              "shardgen_over_dataset_order_output_tps": round(b["output_tps"] / a["output_tps"], 4),
+              "shardgen_over_dataset_order_output_tps": round(b["output_tps"] / a["output_tps"], 4) if a else None,
               "arms": {"a": a, "a_prime": a_prime, "b": b}, "arms_engine_start_s": saved["engine_start_s"],
               "engine": done["engine"]}
     out.write_text(json.dumps(result, indent=1, default=str) + "\n")
@@ -171,7 +214,7 @@ def collect(config_path: Path, arms_path: Path, workflow_wall: float, out: Path)
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("mode", choices=["make", "arms", "collect"])
+    ap.add_argument("mode", choices=["make", "arms", "collect", "own"])
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--model", default="/root/model/nh8b")
     ap.add_argument("--seed", type=int, default=0)
@@ -193,6 +236,8 @@ def main() -> None:
                    mix))
     elif args.mode == "arms":
         arms(args.config, args.out, args.order.split(","))
+    elif args.mode == "own":
+        own(args.config, args.out)
     else:
         result = collect(args.config, args.arms, args.wall, args.out)
         print(json.dumps({k: result[k] for k in ("shardgen_over_engine_output_tps",

@@ -8,7 +8,7 @@ import pytest
 
 from shardgen.config import Config
 from shardgen.engines import telemetry
-from shardgen.engines.sglang_running_cap import CAP_LIMIT, choose, prefill_limit
+from shardgen.engines.sglang_running_cap import CAP_LIMIT, GIB, MIB, choose, prefill_limit, running_peak_tokens
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 NH8B = json.loads((DATA / "models" / "nh8b" / "config.json").read_text())
@@ -125,3 +125,34 @@ def test_the_prefix_cache_admits_per_prefill_batch_only_what_its_state_copies_fi
 def test_no_prefill_limit_without_a_prefix_cache_or_where_the_user_set_one(settings, why):
     choice = prefill_limit(engine(**settings), NH8B, H200_MIB)
     assert choice.prefill_max_requests is None and choice.why.startswith(why)
+
+
+def test_the_running_peak_replays_the_work_in_order_each_request_growing_to_its_limit():
+    # cap 2: A (10 + 5 steps) and B (5 + 1) start; C (5 + 1) takes B's slot at step 1 and leaves at step 2, when
+    # A holds 12 and C 6; at step 5 A alone holds 15
+    footprints = [(10, True, 5), (5, True, 1), (5, True, 1)]
+    assert running_peak_tokens(footprints, 2) == 12 + 6
+    assert running_peak_tokens(footprints, 3) == 11 + 6 + 6  # all at once: B and C at their limits at step 1
+    assert running_peak_tokens([(40, False, 8), (1, True, 1)], 2) == 40 + 2  # a conversation held at its peak
+
+
+def test_variable_lengths_size_the_kv_for_the_long_requests_the_running_set_keeps():
+    # heaviest first, as the split orders a shard: a few long answers, many short ones. Their mean prompt +
+    # max_new_tokens is ~690 tokens, but the long ones stay while the short ones come and go.
+    work = ([{"prompt_ids": [7] * 200, "max_new_tokens": 1536}] * 200
+            + [{"prompt_ids": [7] * 150, "max_new_tokens": 384}] * 600
+            + [{"prompt_ids": [7] * 100, "max_new_tokens": 128}] * 1600)
+    mean = sum(len(r["prompt_ids"]) + r["max_new_tokens"] for r in work) / len(work)
+    choice = choose(engine(mamba_strategy="no_radix"), NH8B, work, H100_MIB)
+    sizes = choice.sizes
+    cap = choice.max_running_requests
+    assert sizes["tokens_per_request"] > 1.5 * mean
+    state, kv = sizes["state_mib_per_request"] * MIB, sizes["kv_kib_per_token"] * 1024
+    pools = sizes["pools_gib"] * GIB
+    footprints = [(len(r["prompt_ids"]), True, r["max_new_tokens"]) for r in work]
+    # at the cap, the replayed running set fits beside its states; one more request would not
+    assert (cap + 1) * state + running_peak_tokens(footprints, cap) * kv <= pools * 1.0001
+    assert (cap + 2) * state + running_peak_tokens(footprints, cap + 1) * kv > pools * 0.9999
+    # sized at the mean instead, the same replay overflows the pools: SGLang would retract
+    at_mean = int((pools - state) // (state + mean * kv))
+    assert at_mean > cap and (at_mean + 1) * state + running_peak_tokens(footprints, at_mean) * kv > pools

@@ -13,19 +13,26 @@ the start from what SGLang itself will compute: with the prefix cache off and a 
 slots and gives the KV cache the rest of the memory left after the weights, which is about
     rest = tp x (GPU memory x mem_fraction_static - START_OVERHEAD) - weights
 and N is the most requests whose states and KV fit in it:
-    N = (rest - state) / (state + tokens_per_request x KV per token)
-tokens_per_request is the work's mean prompt + max_new_tokens: room for the running requests to reach their
-limits on average, while each holds less (it is part-way through its answer), so whatever lengths the answers
-reach the KV cache is not what runs short (no retractions), and the state pool is full. On the H200 logs in
-tests/data/sglang-logs the memory estimated for the pools is within 1% of what SGLang allocated, on the low side.
-What SGLang did allocate is in the same done record (`startup`), beside this choice.
+    (N + 1) x state + peak_KV(N) <= rest
+peak_KV(N) is the most KV the running set holds at once when N requests run at a time, found by replaying the
+work in the order it is submitted (SGLang admits first come, first served): a request is admitted as soon as a slot
+frees, holds its prompt and one more token per decode step, and leaves at its max_new_tokens. The running set is
+biased toward long requests (short ones leave quickly, and the split puts the heaviest first): sizing it at the
+mean prompt + max_new_tokens (690 tokens on the H100's 2,400 variable-length rows, where the running set's mean was
+~1,070) let the KV pool fill and SGLang retracted requests 333 times, prefilling each again. At the replayed peak
+every running request can reach its limit at once, whatever lengths the answers reach, so nothing is retracted;
+answers that stop early (a real model's) leave part of that room unused.
+What SGLang did allocate is in the same done record (`startup`), beside this choice; on the H200 logs in
+tests/data/sglang-logs the memory estimated for the pools is within 1% of it, on the low side.
 
 With the prefix cache on (`auto` picks it for `each_turn` conversations), each running request holds
 SLOTS_PER_REQUEST state slots (3 for no_buffer) and SGLang's own split caps the run the same way: on the H200, 182
 running at KV usage 0.03 on a 1,000-conversation each_turn run. There the same balance is struck with
 slots x state per request, and SGLang is given the state pool that holds them (`max_mamba_cache_size` = cap x
-slots) with the cap, so the KV cache gets the rest. A conversation's KV is sized at its peak, its last turn:
-turns x (first prompt + max_new_tokens); the prefixes the cache keeps beyond the running requests are evictable.
+slots) with the cap, so the KV cache gets the rest. A conversation regenerated each_turn keeps its slot from its
+first turn to its last (the driver sends turn t+1 as turn t completes), so it holds its peak, its last turn's
+turns x (first prompt + max_new_tokens), for all of its turns' decode steps; the driver keeps only as many
+conversations in flight as run at once (EngineConfig.window), so no history waits in the cache to be evicted.
 
 With the prefix cache on, the pools are SGLang's to size, but one transient is not: every request admitted on a
 cached prefix gets its mamba state copied (copy-on-write), and since sglang PR #24954 all of a prefill batch's
@@ -34,6 +41,7 @@ shared template prefix, 97 MiB of float32 state each) asked 14.16 GiB with 3.76 
 `prefill_limit` bounds the requests one prefill batch admits (SGLang's `prefill_max_requests`) so that copy fits in
 a share of the memory SGLang leaves outside mem_fraction_static."""
 
+import heapq
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 
@@ -70,10 +78,36 @@ class CapChoice:
         return asdict(self)
 
 
-def _peak_tokens(request: dict) -> int:
-    """The most KV one request (a conversation regenerated each_turn: its last turn) holds."""
+def _footprint(request: dict) -> tuple[int, bool, int]:
+    """How a request holds KV while it runs: (tokens at admission, whether it grows a token per decode step, decode
+    steps). A conversation regenerated each_turn is held at its peak, its last turn, for all its turns."""
     turns = max(1, len(request.get("turns") or ()) - request.get("turn", 1) + 1)
-    return turns * (len(request["prompt_ids"]) + request["max_new_tokens"])
+    if turns == 1:
+        return len(request["prompt_ids"]), True, request["max_new_tokens"]
+    return turns * (len(request["prompt_ids"]) + request["max_new_tokens"]), False, turns * request["max_new_tokens"]
+
+
+def running_peak_tokens(footprints: Sequence[tuple[int, bool, int]], cap: int) -> int:
+    """The most KV tokens held at once with `cap` requests running, admitted in order as slots free. KV only grows
+    between departures, so the peak is just before one, with each running request at its tokens so far."""
+    running: list[tuple[int, int, int, bool]] = []  # a heap of (leaves at step, admitted at step, base, grows)
+    held = growing = admitted_sum = 0  # base tokens held; growing requests and the sum of their admission steps
+    peak = now = 0
+
+    def leave() -> None:
+        nonlocal now, held, growing, admitted_sum, peak
+        now, admitted, base, grows = heapq.heappop(running)
+        peak = max(peak, held + growing * now - admitted_sum)
+        held, growing, admitted_sum = held - base, growing - grows, admitted_sum - admitted * grows
+
+    for base, grows, steps in footprints:
+        if len(running) == cap:
+            leave()
+        heapq.heappush(running, (now + steps, now, base, grows))
+        held, growing, admitted_sum = held + base, growing + grows, admitted_sum + now * grows
+    while running:
+        leave()
+    return peak
 
 
 def choose(engine: EngineConfig, model_config: dict, work: Sequence[dict], gpu_mib: float | None) -> CapChoice:
@@ -97,10 +131,10 @@ def choose(engine: EngineConfig, model_config: dict, work: Sequence[dict], gpu_m
     weights = shape.resident_weights() * DTYPE_BYTES[dtypes["weights"]]
     strategy = mamba_strategy(engine)
     slots = SLOTS_PER_REQUEST[strategy]
-    tokens = sum(map(_peak_tokens, work)) / len(work)
     fraction, tp = engine.memory_share, engine.tp_size
     rest = tp * (gpu_mib * MIB * fraction - START_OVERHEAD) - weights
-    fits = int((rest - state) // (slots * state + tokens * kv_per_token))
+    fits, peak = _most_that_fit(list(map(_footprint, work)), rest, slots * state, state, kv_per_token)
+    tokens = peak / max(fits, 1)
     sizes = {"gpu_mib": gpu_mib, "mem_fraction_static": fraction, "tp_size": tp, "dtypes": dtypes,
              "strategy": strategy, "state_slots_per_request": slots,
              "weights_gib": round(weights / GIB, 2), "pools_gib": round(rest / GIB, 2),
@@ -116,6 +150,22 @@ def choose(engine: EngineConfig, model_config: dict, work: Sequence[dict], gpu_m
                      f"({sizes['kv_kib_per_token']} KiB each)" + (f", capped at {CAP_LIMIT}, the most measured"
                                                                   if fits > CAP_LIMIT else ""), sizes,
                      cap * slots if slots > 1 else None)
+
+
+def _most_that_fit(footprints: list[tuple[int, bool, int]], rest: float, state_per_request: float, state: float,
+                   kv_per_token: float) -> tuple[int, int]:
+    """The largest cap N with N x state_per_request + state + peak(N) x kv_per_token <= rest (SGLang allocates one
+    state slot beyond the cap), and peak(N): running_peak_tokens over the work, repeated where it has fewer than N
+    requests (a cap beyond the work is moot for this shard, but its size says what the memory holds)."""
+    def peak(n: int) -> int:
+        return running_peak_tokens(footprints * -(-n // len(footprints)), n)
+
+    low, high = 0, max(0, int((rest - state) // state_per_request)) + 1  # fits(low); never high
+    while high - low > 1:
+        middle = (low + high) // 2
+        fits = middle * state_per_request + state + peak(middle) * kv_per_token <= rest
+        low, high = (middle, high) if fits else (low, middle)
+    return low, peak(max(low, 1))
 
 
 @dataclass(frozen=True)

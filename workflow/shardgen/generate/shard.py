@@ -82,7 +82,7 @@ def _run(config: Config, shard_checkpoint: checkpoint.ShardCheckpoint, todo: lis
             attempts.log_event(shard_dir, attempt, "engine_started",
                                max_running_requests=engine.info.max_running_requests)
             log.info("shard %d attempt %d: %d prompts to generate, window %d", shard, attempt, len(todo),
-                     window(config, engine))
+                     window(config, engine, any(r.turns_left() > 1 for r in todo)))
             try:
                 committed = run_prompts(engine, todo, shard_dir, config, shard=shard, attempt=attempt, gpu=gpu,
                                         desc=f"shard {shard_id(shard)}", follow=_follow(config, model.encode))
