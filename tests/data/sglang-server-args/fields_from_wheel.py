@@ -2,7 +2,8 @@
 torch, no GPU), one a line under a header: the fixture tests/engines/test_sglang_versions.py checks shardgen's
 server arguments against.
 
-    python tests/data/sglang-server-args/fields_from_wheel.py sglang-0.5.23-*.whl > tests/data/sglang-server-args/0.5.23.txt
+    pip download --no-deps sglang==0.5.23 -d /tmp/sgl
+    cd tests/data/sglang-server-args && python fields_from_wheel.py /tmp/sgl/sglang-0.5.23-*.whl > 0.5.23.txt
 
 Up to 0.5.17 ServerArgs is a dataclass in sglang/srt/server_args.py: its fields are the class body's annotated names.
 From 0.5.18 or so it is a msgspec struct assembled from the namespace classes that server_args.py lists in

@@ -51,10 +51,10 @@ def _release(version: str) -> tuple[int, ...]:
 
 
 def spelling(version: str | None) -> Spelling:
-    """The names of this SGLang version (its __version__); one that does not parse gets the newest names, and
-    sglang_args.check_known then refuses any the installed ServerArgs lacks."""
+    """The names of this SGLang version (its __version__). One that does not parse, or SGLang's 0.0.0.dev0 of a
+    source tree without build metadata, gets the newest names; sglang_args.check_known refuses any it lacks."""
     release = _release(version or "")
-    if not release:
+    if not any(release):
         return SPELLINGS[0]
     return next(s for s in SPELLINGS if release >= _release(s.since))
 
