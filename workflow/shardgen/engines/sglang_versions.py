@@ -10,11 +10,13 @@ aliases through 0.5.17 and are gone in 0.5.23; as Engine keywords they are refus
 `no_buffer` also asserts that overlap scheduling is off where 0.5.13 turned it off itself.
 
 The same in the three wheels, read from their source: the strategies (`extra_buffer_lazy` is in 0.5.13.post1
-already) and the state slots each holds a running request (sglang_args.SLOTS_PER_REQUEST); the state pool sized to
-max_running_requests + 1 when the prefix cache is off and a cap is given, to max_mamba_cache_size when that is given,
-and from mamba_full_memory_ratio otherwise (sgl-project/sglang#33004 asked for the cap to size it under the prefix
-cache too; 0.5.23 does not). SGLang's own `auto` strategy (no_buffer up to 0.5.13, extra_buffer from 0.5.14 with
-overlap on, for Nemotron-H) never applies: shardgen resolves its `auto` itself and always names the strategy."""
+already) and the state slots each holds a running request (sglang_args.SLOTS_PER_REQUEST); the state pool: one slot
+a request of max_running_requests (and one for padding) when the prefix cache is off and a cap is given,
+max_mamba_cache_size slots when that is given, else mamba_full_memory_ratio's share of memory (sgl-project/sglang#33004
+asked for the cap to size it under the prefix cache too; 0.5.23 does not, so shardgen passes max_mamba_cache_size
+there). SGLang's own `auto` strategy (no_buffer up to 0.5.13, extra_buffer from 0.5.14 with overlap on, for
+Nemotron-H) never applies: shardgen resolves its `auto` itself and names a strategy, or turns the prefix cache off,
+where SGLang ignores the strategy."""
 
 import re
 from dataclasses import dataclass
