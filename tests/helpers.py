@@ -1,5 +1,5 @@
 """Helpers shared by test modules (fixtures live in conftest.py): staged runs, part and dataset rows, the
-`shardgen generate` subprocess, the fake SGLang's path."""
+`shardgen generate` subprocess, the fake SGLang's path, the ServerArgs fields of real SGLang versions."""
 
 import asyncio
 import glob
@@ -26,6 +26,14 @@ from shardgen.sampling import FIELDS
 TESTS = Path(__file__).resolve().parent
 FAKE = TESTS / "fake_sglang"
 LOGS = TESTS / "data" / "sglang-logs"
+SERVER_ARGS = TESTS / "data" / "sglang-server-args"  # <version>.txt: its ServerArgs fields, read from its wheel
+SGLANG_VERSIONS = ("0.5.13.post1", "0.5.17", "0.5.23")
+
+
+def server_arg_fields(version: str) -> set[str]:
+    """The ServerArgs field names of this SGLang version (one of SGLANG_VERSIONS), from its wheel's source."""
+    lines = (SERVER_ARGS / f"{version}.txt").read_text().splitlines()
+    return {line for line in lines if line and not line.startswith("#")}
 
 
 def greedy_sampling() -> dict:

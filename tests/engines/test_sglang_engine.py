@@ -16,15 +16,10 @@ from shardgen.prompts.stage import build_prompts
 from shardgen.target_model import ModelInfo
 from shardgen.prompts.split import split
 
-from helpers import run_generate
+from helpers import SGLANG_VERSIONS, run_generate, server_arg_fields
 
 ABORT_TOKEN = 666  # the fake scheduler aborts prompts holding this id
-FIELDS_0513 = {"model_path", "tp_size", "mem_fraction_static", "max_running_requests", "random_seed",
-               "disable_piecewise_cuda_graph",
-               "trust_remote_code", "log_level", "disable_radix_cache", "disable_overlap_schedule",
-               "mamba_scheduler_strategy", "cuda_graph_max_bs", "attention_backend", "mamba_full_memory_ratio"}
-FIELDS_0517 = (FIELDS_0513 - {"mamba_scheduler_strategy", "cuda_graph_max_bs"}) | {
-    "mamba_radix_cache_strategy", "cuda_graph_max_bs_decode", "cuda_graph_max_bs_prefill"}
+V0513, V0517 = "0.5.13.post1", "0.5.17"  # the ServerArgs fields of each, read from its wheel (helpers)
 
 
 def config(**engine) -> Config:
@@ -32,44 +27,45 @@ def config(**engine) -> Config:
                              "sources": [{"name": "s", "path": "x.jsonl", "format": "prompt"}]})
 
 
-def server_args(cfg: Config, fields: set[str]) -> dict:
-    return build_server_args(cfg.engine, "/m", fields, seed=cfg.seed, trust_remote_code=cfg.model.trust_remote_code)
+def server_args(cfg: Config, version: str) -> dict:
+    return build_server_args(cfg.engine, "/m", server_arg_fields(version), version, seed=cfg.seed,
+                             trust_remote_code=cfg.model.trust_remote_code)
 
 
 def test_strategy_and_graph_limit_follow_the_installed_field_names():
-    old = server_args(config(mamba_strategy="no_buffer", max_running_requests=512), FIELDS_0513)
+    old = server_args(config(mamba_strategy="no_buffer", max_running_requests=512), V0513)
     assert old["mamba_scheduler_strategy"] == "no_buffer" and old["cuda_graph_max_bs"] == 512
     assert "disable_overlap_schedule" not in old  # 0.5.13 switches overlap off itself
     assert (old["random_seed"], old["log_level"], old["mem_fraction_static"]) == (5, "info", 0.90)
-    new = server_args(config(mamba_strategy="no_buffer", max_running_requests=512), FIELDS_0517)
+    new = server_args(config(mamba_strategy="no_buffer", max_running_requests=512), V0517)
     assert new["mamba_radix_cache_strategy"] == "no_buffer" and new["cuda_graph_max_bs_decode"] == 512
     assert new["disable_overlap_schedule"] is True  # asserted by SGLang from 0.5.14
-    assert "cuda_graph_max_bs_decode" not in server_args(config(mamba_strategy="no_buffer"), FIELDS_0517)
+    assert "cuda_graph_max_bs_decode" not in server_args(config(mamba_strategy="no_buffer"), V0517)
 
 
 def test_auto_never_reaches_sglang_unresolved():
     # SGLang has its own `auto` strategy (no_buffer or extra_buffer, the prefix cache on): passing shardgen's
     # through would silently run another choice than the one recorded.
     with pytest.raises(ValueError, match="unresolved"):
-        server_args(config(), FIELDS_0517)
+        server_args(config(), V0517)
 
 
-@pytest.mark.parametrize("fields", [FIELDS_0513, FIELDS_0517])
-def test_no_radix_disables_the_prefix_cache_and_sets_no_strategy(fields):
-    args = server_args(config(mamba_strategy="no_radix"), fields)
+@pytest.mark.parametrize("version", SGLANG_VERSIONS)
+def test_no_radix_disables_the_prefix_cache_and_sets_no_strategy(version):
+    args = server_args(config(mamba_strategy="no_radix"), version)
     assert args["disable_radix_cache"] is True
     assert not {"mamba_scheduler_strategy", "mamba_radix_cache_strategy", "disable_overlap_schedule"} & set(args)
 
 
 def test_extra_buffer_keeps_overlap_and_old_spellings_are_translated():
-    args = server_args(config(mamba_strategy="extra_buffer", args={"cuda_graph_max_bs": 384}), FIELDS_0517)
+    args = server_args(config(mamba_strategy="extra_buffer", args={"cuda_graph_max_bs": 384}), V0517)
     assert args["mamba_radix_cache_strategy"] == "extra_buffer" and "disable_overlap_schedule" not in args
     assert args["cuda_graph_max_bs_decode"] == 384 and "cuda_graph_max_bs" not in args
 
 
 def test_unknown_argument_fails_naming_it_and_the_closest_names():
     with pytest.raises(ConfigError, match=r"does not know 'attention_backends' \(closest: attention_backend"):
-        server_args(config(mamba_strategy="no_buffer", args={"attention_backends": "fa3"}), FIELDS_0517)
+        server_args(config(mamba_strategy="no_buffer", args={"attention_backends": "fa3"}), V0517)
 
 
 def test_logged_and_resolved_arguments_are_read_back_under_either_name():
@@ -92,7 +88,7 @@ def test_logged_and_resolved_arguments_are_read_back_under_either_name():
     assert logged_server_args("[2026-12-02 10:00:00] Load weight end.") is None
 
 
-@pytest.mark.parametrize("version", ["0.5.13.post1", "0.5.17"])
+@pytest.mark.parametrize("version", SGLANG_VERSIONS)
 def test_generate_through_the_adapter(make_config, write_jsonl, version, monkeypatch, capsys):
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     monkeypatch.setenv("SHARDGEN_GPU_LOCK_DIR", str(Path(write_jsonl("x", [])).parent / "locks"))
@@ -165,13 +161,13 @@ def test_aborted_request_is_recorded_with_the_engine_message(make_config, write_
     assert (done["generated"], done["failed"]) == (1, 1)
 
 
-@pytest.mark.parametrize("fields", [FIELDS_0513, FIELDS_0517])
-def test_the_gpu_demo_overlay_maps_onto_both_versions(fields):
+@pytest.mark.parametrize("version", SGLANG_VERSIONS)
+def test_the_gpu_demo_overlay_maps_onto_every_version(version):
     from conftest import REPO, load_yaml_files
 
     raw = load_yaml_files(*(REPO / "config" / n for n in ("config.yaml", "demo.yaml", "demo-sglang.yaml")))
     cfg = Config.from_dict(raw)
-    args = server_args(cfg, fields)
+    args = server_args(cfg, version)
     assert args["attention_backend"] == "fa3" and args["mem_fraction_static"] == 0.5 and cfg.n_shards == 2
 
 

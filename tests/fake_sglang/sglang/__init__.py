@@ -1,5 +1,5 @@
 """A test-only stand-in for the `sglang` package: no GPU, no model. It reproduces what shardgen's adapter must
-cope with: ServerArgs field sets of 0.5.13 and 0.5.17 (FAKE_SGLANG_VERSION), unknown kwargs refused,
+cope with: the ServerArgs fields of 0.5.13.post1, 0.5.17 or 0.5.23 (FAKE_SGLANG_VERSION), unknown kwargs refused,
 get_server_info() unusable inside a running loop, duplicate rids refused, dict finish_reason, one event loop
 bound at first use, scheduler log lines written to stderr by a subprocess, and tp_size x dp_size GPUs needed among
 CUDA_VISIBLE_DEVICES (each data-parallel rank running its own max_running_requests)."""

@@ -1,6 +1,6 @@
-"""Map shardgen's engine config onto the installed SGLang's ServerArgs fields, whatever their names in that
-version, and refuse an argument SGLang does not know before any engine starts; and read those fields back from a
-log's ServerArgs line or a run's resolved arguments, under either name."""
+"""Map shardgen's engine config onto the installed SGLang's ServerArgs fields, under the names of its version
+(sglang_versions), and refuse an argument SGLang does not know before any engine starts; and read those fields back
+from a log's ServerArgs line or a run's resolved arguments, under either name."""
 
 import difflib
 import re
@@ -9,9 +9,8 @@ from shardgen.config import ConfigError
 from shardgen.config_sections import EngineConfig
 from shardgen.engines import RunSettings
 from shardgen.engines.sglang_settings import mamba_strategy
+from shardgen.engines.sglang_versions import GRAPH_LIMIT_FIELDS, STRATEGY_FIELDS, Spelling, spelling, translate
 
-STRATEGY_FIELDS = ("mamba_radix_cache_strategy", "mamba_scheduler_strategy")  # >= 0.5.14, <= 0.5.13
-GRAPH_LIMIT_FIELDS = ("cuda_graph_max_bs_decode", "cuda_graph_max_bs")  # >= 0.5.14, <= 0.5.13
 SLOTS_PER_REQUEST = {"no_buffer": 3, "extra_buffer": 5, "extra_buffer_lazy": 4, "no_radix": 1}  # mamba pool slots
 # The engine.args that decide how GPU memory is split between the KV cache and the mamba state pool, and the
 # largest decode batch with CUDA graphs (every spelling): what `shardgen tune` varies.
@@ -33,27 +32,21 @@ def server_arg_names(server_args_class) -> set[str]:
     raise TypeError(f"cannot read the fields of {server_args_class!r}")
 
 
-def _first_present(candidates: tuple[str, ...], names: set[str]) -> str | None:
-    return next((c for c in candidates if c in names), None)
-
-
-def _strategy_args(strategy: str, names: set[str]) -> dict:
+def _strategy_args(strategy: str, names: Spelling) -> dict:
     if strategy == "auto":  # shardgen's auto is resolved from the work first; SGLang's own `auto` is another rule
         raise ValueError("mamba_strategy auto reaches the server args unresolved (mamba_auto.resolve comes first)")
     if strategy == "no_radix":  # 1 mamba slot per request; overlap scheduling stays on; no strategy applies
         return {"disable_radix_cache": True}
-    field = _first_present(STRATEGY_FIELDS, names)
-    if field is None:
-        return {}  # an SGLang without mamba strategies: nothing to set
-    args = {field: strategy}
-    if strategy == "no_buffer" and field == "mamba_radix_cache_strategy":
-        args["disable_overlap_schedule"] = True  # asserted from 0.5.14; earlier versions set it themselves
+    args = {names.mamba_strategy: strategy}
+    if strategy == "no_buffer" and names.no_buffer_overlap_off:
+        args["disable_overlap_schedule"] = True
     return args
 
 
-def build_server_args(engine: EngineConfig, model_path: str, names: set[str], seed: int,
+def build_server_args(engine: EngineConfig, model_path: str, fields: set[str], version: str | None, seed: int,
                       trust_remote_code: bool) -> dict:
-    """Engine(**kwargs) for these engine settings on the SGLang whose ServerArgs has `names`."""
+    """Engine(**kwargs) for these engine settings on the SGLang `version` whose ServerArgs has `fields`."""
+    names = spelling(version)
     args = {"model_path": model_path, "tp_size": engine.tp_size, "mem_fraction_static": engine.memory_share,
             "random_seed": seed, "trust_remote_code": trust_remote_code, "log_level": "info"}
     if engine.dp_size > 1:  # left out at 1, SGLang's default: the done record's server_args stay as they were
@@ -61,30 +54,19 @@ def build_server_args(engine: EngineConfig, model_path: str, names: set[str], se
     args.update(_strategy_args(mamba_strategy(engine), names))
     if (cap := engine.max_running_requests) is not None:
         args["max_running_requests"] = cap
-        if graph_field := _first_present(GRAPH_LIMIT_FIELDS, names):
-            args[graph_field] = cap  # decode batches above the graph limit run without CUDA graphs
-    args.update(_translate_passthrough(engine.args, names))
-    check_known(args, names)
+        args[names.graph_limit] = cap  # decode batches above the graph limit run without CUDA graphs
+    # Users write either version's spelling of a renamed field: it reaches SGLang under this version's.
+    args.update(entry for key, value in engine.args.items() if (entry := translate(key, value, names, version)))
+    check_known(args, fields, version)
     return args
 
 
-def _translate_passthrough(passthrough: dict, names: set[str]) -> dict:
-    # Users write either spelling of a renamed field; map it onto the one this SGLang has.
-    out = {}
-    for key, value in passthrough.items():
-        for family in (STRATEGY_FIELDS, GRAPH_LIMIT_FIELDS):
-            if key in family and key not in names and (present := _first_present(family, names)):
-                key = present
-        out[key] = value
-    return out
-
-
-def check_known(args: dict, names: set[str]) -> None:
-    unknown = sorted(k for k in args if k not in names)
+def check_known(args: dict, fields: set[str], version: str | None) -> None:
+    unknown = sorted(k for k in args if k not in fields)
     if unknown:
-        hints = "; ".join(f"{k!r} (closest: {', '.join(difflib.get_close_matches(k, names, 3, 0.5)) or 'none'})"
+        hints = "; ".join(f"{k!r} (closest: {', '.join(difflib.get_close_matches(k, fields, 3, 0.5)) or 'none'})"
                           for k in unknown)
-        raise ConfigError(f"engine.args: the installed SGLang does not know {hints}")
+        raise ConfigError(f"engine.args: the installed SGLang{f' {version}' if version else ''} does not know {hints}")
 
 
 def logged_server_args(line: str) -> dict | None:

@@ -21,15 +21,16 @@ from shardgen.engines.kernel_cache import point_caches
 from shardgen.engines.logtap import LogTap
 from shardgen.engines.sglang_args import build_server_args, resolved_value, run_settings, server_arg_names
 from shardgen.engines.sglang_results import request_capture_args, result_of
+from shardgen.engines.sglang_versions import GRAPH_LIMIT_FIELDS, STRATEGY_FIELDS, untested
 from shardgen.engines import sglang_scoring
 from shardgen.engines.scoring import ScoreRequest, Scores
 
 log = logging.getLogger(__name__)
 RESOLVED_KEYS = ("max_running_requests", "max_total_tokens", "mem_fraction_static", "chunked_prefill_size",
-                 "max_prefill_tokens", "disable_radix_cache", "disable_overlap_schedule", "mamba_scheduler_strategy",
-                 "mamba_radix_cache_strategy", "mamba_full_memory_ratio", "max_mamba_cache_size", "mamba_ssm_dtype",
-                 "kv_cache_dtype", "cuda_graph_max_bs", "cuda_graph_max_bs_decode", "attention_backend", "page_size",
-                 "random_seed", "tp_size", "dp_size", "dtype", "load_format", "schedule_policy", "version")
+                 "max_prefill_tokens", "disable_radix_cache", "disable_overlap_schedule", *STRATEGY_FIELDS,
+                 "mamba_full_memory_ratio", "max_mamba_cache_size", "mamba_ssm_dtype", "kv_cache_dtype",
+                 *GRAPH_LIMIT_FIELDS, "attention_backend", "page_size", "random_seed", "tp_size", "dp_size", "dtype",
+                 "load_format", "schedule_policy", "version")
 SSM_STATE_DEFAULT = "float32"  # SGLang's SSM-state dtype when neither the model's config nor mamba_ssm_dtype sets one
 OOM_MARKERS = ("CUDA out of memory", "OutOfMemoryError", "out of memory")  # torch's words, and SGLang's
 OOM_MEMORY_STEP, OOM_CAP_FACTOR = 0.03, 0.75  # per out-of-memory death in a row: memory_share, running cap
@@ -51,7 +52,9 @@ class SGLangEngine:
         from sglang.srt.server_args import ServerArgs
         from sglang.srt.utils import get_device_memory_capacity  # MiB, from nvidia-smi: no CUDA context here
 
-        names = server_arg_names(ServerArgs)
+        names, version = server_arg_names(ServerArgs), getattr(sglang, "__version__", None)
+        if warning := untested(version):
+            log.warning(warning)
         # What the sizing reads, once: the model's shape and the GPU's memory.
         model_config = json.loads((Path(model.path) / "config.json").read_text())
         gpu_mib = get_device_memory_capacity()
@@ -59,7 +62,7 @@ class SGLangEngine:
             engine = self._size_running_cap(engine, model_config, gpu_mib, work)
         if "prefill_max_requests" in names:
             engine = self._limit_prefill(engine, model_config, gpu_mib)
-        self.args = build_server_args(engine, str(model.path), names, seed=config.seed,
+        self.args = build_server_args(engine, str(model.path), names, version, seed=config.seed,
                                       trust_remote_code=model.trust_remote_code)
         self.stop_ids = model.stop_token_ids
         self.extra_sampling = extra_sampling or {}
@@ -77,7 +80,7 @@ class SGLangEngine:
             raise
         import torch
 
-        self.info = self._info(server, getattr(sglang, "__version__", server.get("version")),
+        self.info = self._info(server, version or server.get("version"),
                                torch.cuda.get_device_name(0) if torch.cuda.is_available() else None)
 
     def _info(self, server: dict, version: str | None, gpu_name: str | None) -> EngineInfo:
