@@ -40,7 +40,9 @@ COMMANDS = {
         opt("--out", required=True), opt("--corpus", required=True), opt("--seed", type=int, default=0))),
     "prompts": Command(cmd_prompts, "normalize, tokenize, dedupe, reject", (
         opt("--out", required=True),
-        opt("--workers", type=int, help="processes (default: the config's prompts.workers, else every core)"))),
+        opt("--workers", type=int, help="processes (default: the config's prompts.workers, else every core)"),
+        opt("--log", help="the stage's output goes to this file; the console keeps one line per source that lost "
+                          "rows"))),
     "split": Command(cmd_split, "length-balanced shards", (
         opt("--out", required=True), opt("--prompts", help="the prompt set (default: the config's results')"))),
     "generate": Command(cmd_generate, "generate one shard (resumes from committed parts)", (
