@@ -208,14 +208,22 @@ def cmd_audit(args):
 
 
 def cmd_status(args):
+    from shardgen.merge.freshness import changed_by_config
     from shardgen.report import eta
-    from shardgen.report.status import status
+    from shardgen.report.status import config_line, status
 
     layout = Layout(_results_dir(args))
+    # The run's own config (whole, and naming this results folder) is what a rerun would act on: status judges the
+    # prompt set against it, so a change not yet rebuilt into the prompt set shows before the rerun does it.
+    config = _config_if_complete(args)
+    if config is not None and config.results.resolve() != layout.root.resolve():
+        config = None
     while True:
-        rows = status(layout)
+        changes = changed_by_config(config, layout) if config else None
+        rows = status(layout, changes)
         run = eta.annotate(layout, rows)
-        print(_table(rows) + "\n" + eta.render(run), flush=True)
+        note = config_line(changes) if changes else None
+        print(_table(rows) + "\n" + eta.render(run) + (f"\n{note}" if note else ""), flush=True)
         if not args.watch:
             return
         time.sleep(args.watch)
