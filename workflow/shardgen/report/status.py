@@ -7,11 +7,11 @@ with (config_changed: its prompts whose gen_key the config now gives otherwise; 
 silent_s = seconds since its last sign of life), and the current output tokens/s and running requests from the
 newest telemetry part (SGLang; without telemetry, the attempt's average tokens/s from its parts). The ETA, its
 rate and the tokens it has left are eta.annotate's. A shard that is not running shows no rate, tokens/s or
-running count: those describe a process that is gone. Where a generated turn is after the first, every shard also shows conversations
-(begun), turns (generated) and max_turn (the highest generated turn: a conversation ended by context_exhausted
-counts to its last generated turn, not the one that did not fit). Rate and ETA count turns against turns_expected
-(every turn of every conversation, from the split file's footer): a conversation that ends early leaves its later
-turns uncounted, so the ETA is an upper bound."""
+running count: those describe a process that is gone. Where a generated turn is after the first, every shard
+also shows conversations (begun), turns (generated) and max_turn (the highest generated turn: a conversation
+ended by context_exhausted counts to its last generated turn, not the one that did not fit). Rate and ETA count
+turns against turns_expected (every turn of every conversation, from the split file's footer): a conversation that
+ends early leaves its later turns uncounted, so the ETA is an upper bound."""
 
 from datetime import datetime, timezone
 from pathlib import Path
