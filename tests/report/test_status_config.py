@@ -30,7 +30,7 @@ def test_a_sampling_change_not_yet_rerun_is_stale_work_not_done(make_config, wri
 
     changed = make_config([{**sources[0], "sampling": {"temperature": 0.9}}, sources[1]])
     rows, tail = _status(changed, capsys)
-    assert [(r["done"], r["state"]) for r in rows] == [("False", "stale")] * 2
+    assert [(r["done"], r["state"], r["tokens_left"]) for r in rows] == [("False", "stale", "-")] * 2
     # source a's 6 prompts get other gen_keys under the new config; the split spread them over both shards
     assert sum(int(r["config_changed"]) for r in rows) == 6 and all(int(r["config_changed"]) > 0 for r in rows)
     assert "ETA 0 s" not in tail[0] and "100.0%" not in tail[0]

@@ -102,8 +102,9 @@ def annotate(layout, rows: list[dict], now: float | None = None) -> dict:
             shard.update(remaining_tokens=0, eta_s=0, tok_per_s=0.0)
         elif row["state"] not in GENERATING:  # no attempt alive: a rate or ETA would describe a process that is gone
             shard.update(eta_s=None, tok_per_s=0.0)
-        row.update(tokens_left=shard["remaining_tokens"], commit_tok_per_s=shard["tok_per_s"] or None,
-                   eta_s=shard["eta_s"])
+        # Prompts the config changed are work too, of a prompt set not yet built: no count of their tokens yet.
+        left = None if row.get("config_changed") else shard["remaining_tokens"]
+        row.update(tokens_left=left, commit_tok_per_s=shard["tok_per_s"] or None, eta_s=shard["eta_s"])
         shards.append(shard)
     run = run_eta(shards)
     run["generating"] = sum(row["state"] in GENERATING for row in rows)
