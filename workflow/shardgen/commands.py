@@ -2,10 +2,7 @@
 returns (the table of commands and options is `cli.COMMANDS`)."""
 
 import json
-import os
-import sys
 import time
-from contextlib import contextmanager
 from pathlib import Path
 
 from shardgen import ShardgenError
@@ -57,40 +54,15 @@ def cmd_demo_model(args):
     build(Path(args.out), Path(args.corpus), seed=args.seed)
 
 
-@contextmanager
-def _output_to(log: str | None):
-    """Run the block with stdout and stderr in `log` (as the shell's `> log 2>&1`: logging, progress bars and the
-    workers' output), handing it the console's stderr for the lines a user must see; an error keeps them in the log,
-    where Snakemake points. Without a log: the block's output and the console are this process's own."""
-    if log is None:
-        yield sys.stderr
-        return
-    sys.stdout.flush()
-    sys.stderr.flush()
-    saved = os.dup(1), os.dup(2)
-    target = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    os.dup2(target, 1)
-    os.dup2(target, 2)
-    os.close(target)
-    with os.fdopen(os.dup(saved[1]), "w") as console:
-        yield console
-    sys.stdout.flush()
-    sys.stderr.flush()
-    for fd, original in zip((1, 2), saved):
-        os.dup2(original, fd)
-        os.close(original)
-
-
 def cmd_prompts(args):
     from shardgen.prompts.stage import build_prompts, lost_rows_lines
 
-    with _output_to(args.log) as console:
-        counts = build_prompts(_config(args), Path(args.out), workers=args.workers)
-        print(json.dumps(counts, indent=1))
-        for line in lost_rows_lines(counts, Path(args.out)):
-            print(line, flush=True)  # into the log
-            if args.log is not None:
-                print(line, file=console, flush=True)
+    counts = build_prompts(_config(args), Path(args.out), workers=args.workers)
+    print(json.dumps(counts, indent=1))
+    for line in lost_rows_lines(counts, Path(args.out)):
+        print(line, flush=True)  # the command's output (with --log, the log)
+        if args.output_log is not None:  # and on the console, which Snakemake shows
+            print(line, file=args.console, flush=True)
 
 
 def cmd_split(args):
