@@ -62,7 +62,7 @@ def sample(layout: Layout, t0: float, label: str) -> dict:
     run = eta.annotate(layout, rows) if rows else {}
     return {"t_s": round(time.monotonic() - t0, 1), "phase": label, "run_eta_s": run.get("eta_s"),
             "down": run.get("down"),
-            "shards": [{k: r.get(k) for k in ("state", "silent_s", "committed", "prompts", "done", "rate_per_s",
+            "shards": [{k: r.get(k) for k in ("state", "silent_s", "committed", "prompts", "done", "commit_tok_per_s",
                                               "eta_s", "running", "out_tok_per_s")} for r in rows]}
 
 

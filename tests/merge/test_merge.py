@@ -46,7 +46,8 @@ def test_twice_committed_rows_keep_the_earliest_and_are_counted(make_config, wri
     assert [row["note"] for row in summary["efficiency"]] == ["no SGLang telemetry (CPU engine): no efficiency"] * 2
     forecast = summary["forecast"]
     assert (forecast["gpus"], forecast["device"]) == (2, "cpu")  # both shards' CPU engines, side by side
-    assert forecast["tok_per_s_per_gpu"] > 0 and forecast["hours_per_100000_prompts"] > 0
+    assert forecast["tok_per_s_per_gpu"] is None  # a CPU run measured no GPU: its rate is its engines'
+    assert forecast["tok_per_s_per_cpu_engine"] > 0 and forecast["hours_per_100000_prompts"] > 0
     assert "## forecast" in md and "Assumption:" in md and "## efficiency" in md
 
 

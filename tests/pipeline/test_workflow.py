@@ -13,8 +13,9 @@ from pathlib import Path
 
 import duckdb
 import pytest
+import yaml
 
-from conftest import copy_workflow
+from conftest import copy_workflow, load_yaml_files
 from helpers import check_results
 
 pytestmark = pytest.mark.slow
@@ -85,7 +86,7 @@ def test_sigkill_of_the_whole_run_then_the_same_command_completes(workdir):
 def finished_demo(tmp_path_factory) -> Path:
     work = copy_workflow(tmp_path_factory.mktemp("finished"))
     (work / "config" / "test.yaml").write_text("shards: 2\n")
-    finish(snakemake(work))
+    (work / "demo-run.out").write_text(finish(snakemake(work)))  # what the user saw
     return work
 
 
@@ -151,3 +152,32 @@ def test_an_input_error_fails_once_at_once(finished):
     assert out.count("Error in rule prompts") == 1 and "Trying to restart" not in out
     log = (finished / "results" / "logs" / "prompts.log").read_text()
     assert "cannot load HF dataset 'nobody/no-such-dataset'" in log and "Retrying in" not in log  # offline
+
+
+def test_a_finished_demo_has_nothing_to_do_and_said_which_rows_it_lost(finished):
+    out = finish(snakemake(finished, "-n"))
+    assert "Nothing to be done" in out and "Set of input files has changed" not in out, out[-3000:]
+    said = (finished / "demo-run.out").read_text()
+    rejected = "results/prompts/rejected.parquet"
+    lost = [line for line in said.splitlines() if line.startswith("prompts: source ")]
+    assert lost and all(f"; each row, its reason and detail: {rejected}" in line for line in lost), said[-3000:]
+    assert any(line.startswith("prompts: source metamathqa lost ") for line in lost)
+
+
+def test_status_calls_a_sampling_change_stale_before_the_rerun(finished):
+    raw = yaml.safe_load((finished / "config" / "demo.yaml").read_text())
+    raw["sources"][1]["sampling"] = {"temperature": 0.9}  # webinstruct
+    (finished / "config" / "test.yaml").write_text(yaml.safe_dump({"shards": 2, "sources": raw["sources"]}))
+    whole = finished / "config" / "whole.yaml"
+    whole.write_text(yaml.safe_dump(load_yaml_files(*(finished / "config" / name
+                                                        for name in ("config.yaml", "demo.yaml", "test.yaml")))))
+    shown = subprocess.run([str(BIN / "shardgen"), "--config", str(whole), "status"], cwd=finished,
+                           capture_output=True, text=True, timeout=300)
+    assert shown.returncode == 0, shown.stderr[-3000:]
+    lines = shown.stdout.splitlines()
+    rows = [dict(zip(lines[0].split(), line.split())) for line in lines[2:4]]
+    assert [(r["state"], r["tokens_left"]) for r in rows] == [("stale", "-")] * 2, shown.stdout
+    assert all(int(r["config_changed"]) > 0 for r in rows)  # webinstruct's prompts, in both shards
+    assert "ETA 0 s" not in shown.stdout and lines[-1].startswith("config: ")
+    planned = finish(snakemake(finished, "-n"))
+    assert all(f"rule {rule}" in planned for rule in ("prompts", "split", "generate"))  # what status announced

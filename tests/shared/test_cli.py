@@ -32,8 +32,8 @@ def test_status_query_and_reset(make_config, write_jsonl, capsys):
 
     assert main(["--results", results, "status"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].split() == ["shard", "prompts", "committed", "done", "state", "rate_per_s", "eta_s",
-                                "out_tok_per_s", "running", "lost_parts", "silent_s"]
+    assert lines[0].split() == ["shard", "prompts", "committed", "done", "state", "tokens_left", "commit_tok_per_s",
+                                "eta_s", "out_tok_per_s", "running", "lost_parts", "silent_s"]
     assert [line.split()[:4] for line in lines[2:-1]] == [["0", "3", "3", "True"], ["1", "3", "3", "True"]]
     assert lines[-1].startswith("run: 100.0% of the output tokens committed") and "ETA 0 s" in lines[-1]
 
@@ -174,7 +174,7 @@ def test_status_says_a_shard_is_down_when_its_process_is_gone(tmp_path, capsys):
         child.wait()  # SIGKILL, as SGLang's tree kill: the heartbeat file stays, its process is gone
     down = status(layout)[0]
     assert down["state"] == "down:killed"
-    assert (down["running"], down["out_tok_per_s"], down["rate_per_s"]) == (None, None, None)
+    assert (down["running"], down["out_tok_per_s"], down["commit_tok_per_s"]) == (None, None, None)
     assert main(["--results", str(layout.root), "status"]) == 0
     assert "DOWN: shard 0 (killed, silent" in capsys.readouterr().out.splitlines()[-1]
 

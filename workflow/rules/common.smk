@@ -12,7 +12,7 @@ from shardgen.report.figures import FIGURES
 from shardgen.layout import SHARD_REGEX, SHARD_WILDCARD as SHARD, Layout, shard_ids
 from shardgen.run_start import prepare_run
 from shardgen.prompts.sources import check_readable
-from shardgen.target_model import check_model_folder
+from shardgen.target_model import check_model_folder, template_file
 from shardgen.sampling import GENERATION_CONFIG
 
 
@@ -28,12 +28,12 @@ try:
     if workflow.check_envvars:
         check_readable(CONFIG.sources)
         check_model_folder(CONFIG.model, LAYOUT.demo_model_dir)
+    # The work that cannot wait for a rule: a killed run's Snakemake locks cleared before Snakemake takes its own,
+    # the resolved config handed to every job, the shard folders the generate rule reads (run_start.prepare_run).
+    prepare_run(workflow, CONFIG)
 except ShardgenError as error:
     sys.exit(f"shardgen: {error}")
 SHARDS = shard_ids(CONFIG.n_shards)
-# The work that cannot wait for a rule: a killed run's Snakemake locks cleared before Snakemake takes its own, the
-# resolved config handed to every job, the shard folders the generate rule reads (run_start.prepare_run says why).
-prepare_run(workflow, CONFIG)
 
 
 wildcard_constraints:
@@ -55,6 +55,15 @@ def output_settings(*keys):
 # What every gen_key depends on. merge carries it too: after a failed prompts job (whose outputs Snakemake deletes)
 # the dataset and report still exist, and only a trigger on merge itself makes Snakemake rebuild the chain.
 GEN_SETTINGS = output_settings("model", "defaults", "sources")
+
+
+def generation_config(wildcards):
+    """The model's generation config where it has one. The demo model's is built with it (rule demo_model), so it is
+    an input from the first parse on: an input that appeared only once the file existed made Snakemake rerun a
+    finished demo (its set of input files had changed)."""
+    path = Path(CONFIG.model.path, GENERATION_CONFIG)
+    built_here = Path(CONFIG.model.path).resolve() == LAYOUT.demo_model_dir.resolve()
+    return [str(path)] if built_here or path.is_file() else []
 
 
 def shard_parts_dir(wildcards):

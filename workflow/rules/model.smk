@@ -7,6 +7,7 @@ rule demo_model:
         corpus="config/demo/corpus.txt",
     output:
         LAYOUT.demo_model_dir / "config.json",
+        LAYOUT.demo_model_dir / GENERATION_CONFIG,
     log:
         LAYOUT.log("demo_model"),
     benchmark:

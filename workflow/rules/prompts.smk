@@ -9,7 +9,9 @@ rule prompts:
         sources=source_files,
         model=Path(CONFIG.model.path, "config.json"),
         # The sampling a source leaves out is the model's: an edited generation config remakes the prompt set.
-        generation_config=lambda wildcards: [p] if (p := Path(CONFIG.model.path, GENERATION_CONFIG)).is_file() else [],
+        generation_config=generation_config,
+        # A chat template given as a file (model.chat_template): an edit remakes the prompt set.
+        chat_template=lambda wildcards: [p] if (p := template_file(CONFIG.model.chat_template)) else [],
     output:
         prompts=LAYOUT.prompts,
         rejected=LAYOUT.prompt_table("rejected"),
@@ -27,7 +29,8 @@ rule prompts:
     conda:
         BACKEND_ENV
     shell:
-        "shardgen prompts --out {params.out:q} --workers {threads} > {log:q} 2>&1"
+        # The stage writes its log itself and keeps the console for one line per source that lost rows.
+        "shardgen prompts --out {params.out:q} --workers {threads} --log {log:q}"
 
 
 rule split:

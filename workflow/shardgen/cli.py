@@ -8,6 +8,7 @@ import logging
 import os
 import sys
 from collections.abc import Callable
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from shardgen import ShardgenError
@@ -40,7 +41,9 @@ COMMANDS = {
         opt("--out", required=True), opt("--corpus", required=True), opt("--seed", type=int, default=0))),
     "prompts": Command(cmd_prompts, "normalize, tokenize, dedupe, reject", (
         opt("--out", required=True),
-        opt("--workers", type=int, help="processes (default: the config's prompts.workers, else every core)"))),
+        opt("--workers", type=int, help="processes (default: the config's prompts.workers, else every core)"),
+        opt("--log", dest="output_log", help="the stage's output goes to this file; the console keeps one line per "
+                                              "source that lost rows"))),
     "split": Command(cmd_split, "length-balanced shards", (
         opt("--out", required=True), opt("--prompts", help="the prompt set (default: the config's results')"))),
     "generate": Command(cmd_generate, "generate one shard (resumes from committed parts)", (
@@ -131,6 +134,31 @@ def _quiet_stdout() -> None:
     os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
+@contextmanager
+def _output_to(log: str | None):
+    """A command's stdout and stderr in `log` where it was given one (prompts' --log: as the shell's `> log 2>&1`,
+    logging, progress bars and the workers' output included), handing the console's stderr to the command as
+    args.console for the lines a user must see; an error leaves them in the log, where Snakemake points. Without a
+    log: the process's own."""
+    if log is None:
+        yield sys.stderr
+        return
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = os.dup(1), os.dup(2)
+    target = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    os.dup2(target, 1)
+    os.dup2(target, 2)
+    os.close(target)
+    with os.fdopen(os.dup(saved[1]), "w") as console:
+        yield console
+    sys.stdout.flush()
+    sys.stderr.flush()
+    for fd, original in zip((1, 2), saved):
+        os.dup2(original, fd)
+        os.close(original)
+
+
 def main(argv=None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
                         stream=sys.stderr)
@@ -141,8 +169,9 @@ def main(argv=None) -> int:
     args = parser().parse_args(argv)
     log = logging.getLogger("shardgen")
     try:
-        args.func(args)
-        sys.stdout.flush()  # here, where a closed pipe is caught, not at exit
+        with _output_to(getattr(args, "output_log", None)) as args.console:
+            args.func(args)
+            sys.stdout.flush()  # here, where a closed pipe is caught, not at exit
     except Interrupted as err:
         log.warning("%s", err)
         return 130

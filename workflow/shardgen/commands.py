@@ -55,9 +55,14 @@ def cmd_demo_model(args):
 
 
 def cmd_prompts(args):
-    from shardgen.prompts.stage import build_prompts
+    from shardgen.prompts.stage import build_prompts, lost_rows_lines
 
-    print(json.dumps(build_prompts(_config(args), Path(args.out), workers=args.workers), indent=1))
+    counts = build_prompts(_config(args), Path(args.out), workers=args.workers)
+    print(json.dumps(counts, indent=1))
+    for line in lost_rows_lines(counts, Path(args.out)):
+        print(line, flush=True)  # the command's output (with --log, the log)
+        if args.output_log is not None:  # and on the console, which Snakemake shows
+            print(line, file=args.console, flush=True)
 
 
 def cmd_split(args):
@@ -175,14 +180,22 @@ def cmd_audit(args):
 
 
 def cmd_status(args):
+    from shardgen.merge.freshness import changed_by_config
     from shardgen.report import eta
-    from shardgen.report.status import status
+    from shardgen.report.status import config_line, status
 
     layout = Layout(_results_dir(args))
+    # The run's own config (whole, and naming this results folder) is what a rerun would act on: status judges the
+    # prompt set against it, so a change not yet rebuilt into the prompt set shows before the rerun does it.
+    config = _config_if_complete(args)
+    if config is not None and config.results.resolve() != layout.root.resolve():
+        config = None
     while True:
-        rows = status(layout)
+        changes = changed_by_config(config, layout) if config else None
+        rows = status(layout, changes)
         run = eta.annotate(layout, rows)
-        print(_table(rows) + "\n" + eta.render(run), flush=True)
+        note = config_line(changes) if changes else None
+        print(_table(rows) + "\n" + eta.render(run) + (f"\n{note}" if note else ""), flush=True)
         if not args.watch:
             return
         time.sleep(args.watch)
@@ -197,7 +210,7 @@ def cmd_forecast(args):
     try:
         result = fc.from_options(args, config, layout)
     except fc.ForecastError as err:
-        if storage is None:
+        if storage is None or args.log:  # a log the user named and that gives no rate is their error, plan or not
             raise
         result = {"time": f"no time forecast: {err}"}  # before any run the storage plan stands alone
     if storage is not None:

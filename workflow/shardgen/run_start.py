@@ -1,6 +1,7 @@
 """What the workflow must do while Snakemake parses it, before any rule runs: `prepare_run`, the one call
 common.smk makes."""
 
+from shardgen import ShardgenError
 from shardgen.config import Config
 from shardgen.layout import Layout, shard_ids
 from shardgen.locks import clear_stale_locks
@@ -12,9 +13,21 @@ def prepare_run(workflow, config: Config) -> None:
     The resolved config is written and named in the environment every job's `shardgen` step inherits (on Slurm, a
     job's own parse names it again): the knobs that must not rerun anything reach the steps that way.
     Each shard's parts folder is made: it is the generate rule's input, and it must exist from the first parse on
-    so that the rule's input list never changes."""
-    config.export_for_jobs()
+    so that the rule's input list never changes. A results folder it cannot write (read-only, another user's) is
+    said in one line naming it, as a config error is."""
     layout = Layout(config.results)
-    for shard in shard_ids(config.n_shards):
-        layout.shard_dir(shard).mkdir(parents=True, exist_ok=True)
+    try:
+        config.export_for_jobs()
+        for shard in shard_ids(config.n_shards):
+            layout.shard_dir(shard).mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise ResultsNotWritable(
+            f"results_dir {config.results}: cannot write there ({err.strerror}"
+            f"{f': {err.filename}' if err.filename else ''}); a run writes its steps' outputs there: set "
+            "results_dir to a writable folder or make this one writable (`shardgen --results DIR status` and "
+            "`query` only read a finished run)") from err
     clear_stale_locks(workflow)
+
+
+class ResultsNotWritable(ShardgenError, OSError):
+    """The results folder refuses a write before any rule runs."""

@@ -20,10 +20,30 @@ class ModelError(ShardgenError, ValueError):
 
 def check_model_folder(model: ModelConfig, built_by_workflow: Path) -> None:
     """Raise ModelError naming model.path when it is no model folder (no config.json), unless it is the folder the
-    workflow builds itself (the demo model): checked at every parse, before Snakemake would say only that an input
-    file is missing."""
+    workflow builds itself (the demo model), or naming model.chat_template when it is a file that is not there:
+    checked at every parse, before Snakemake would say only that an input file is missing."""
     if Path(model.path).resolve() != built_by_workflow.resolve():
         _require_model_folder(model.path)
+    template_text(model.chat_template)
+
+
+def template_file(value: str | None) -> Path | None:
+    """The file model.chat_template names, where it names one: a value with no `{` and no line break (a Jinja
+    template without a `{` would render one fixed text for every conversation, so it cannot be meant as one; Hugging
+    Face repos ship theirs as chat_template.jinja). Relative to the folder the workflow or command runs in, as
+    model.path and the sources' paths are."""
+    return Path(value) if value and "{" not in value and "\n" not in value else None
+
+
+def template_text(value: str | None) -> str | None:
+    """model.chat_template as template text: the file's text where it names a file, else the value itself."""
+    path = template_file(value)
+    if path is None:
+        return value
+    if not path.is_file():
+        raise ModelError(f"model.chat_template {value}: no such file (resolved to {path.resolve()}); a value without "
+                         "`{` is read as the path of a template file: give an existing file or the template's text")
+    return path.read_text(encoding="utf-8")
 
 
 def _require_model_folder(given: str) -> None:
@@ -93,7 +113,7 @@ class ModelInfo:
     @classmethod
     def from_config(cls, model_cfg: ModelConfig) -> "ModelInfo":
         _require_model_folder(model_cfg.path)
-        return cls(Path(model_cfg.path).resolve(), model_cfg.chat_template, model_cfg.trust_remote_code)
+        return cls(Path(model_cfg.path).resolve(), template_text(model_cfg.chat_template), model_cfg.trust_remote_code)
 
     @cached_property
     def tokenizer(self):

@@ -3,6 +3,7 @@ one the config gives its prompt now (model, tokenizer and template hashes, its s
 generation config included, and template arguments). merge checks the prompt set it builds from; report checks
 the dataset file it reports on."""
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -10,6 +11,7 @@ import pyarrow.parquet as pq
 from shardgen import ShardgenError
 from shardgen.config import Config
 from shardgen.keys import gen_key_of
+from shardgen.layout import Layout
 from shardgen.target_model import ModelInfo
 
 
@@ -40,6 +42,29 @@ def stale_by_source(config: Config, path: Path, model: ModelInfo) -> tuple[int, 
         if (source, pid) not in current_firsts:
             stale[source] = stale.get(source, 0) + len(turns)
     return rows, stale
+@dataclass(frozen=True)
+class ConfigChanges:
+    """What the current config asks for that the last prompt set does not hold, judged before `prompts` rebuilds it
+    (`shardgen status`). per_shard: each split shard's prompts whose gen_key the config now gives otherwise or whose
+    source it no longer configures (a model, template, template-argument or sampling change: Snakemake reruns
+    prompts, split and every generate job, which generates them again); missing_sources: the configured sources
+    the prompt set was built without."""
+    per_shard: dict[int, int]
+    missing_sources: list[str]
+
+    def stale(self, shard: int) -> bool:
+        return bool(self.per_shard.get(shard) or self.missing_sources)
+
+
+def changed_by_config(config: Config, layout: Layout) -> ConfigChanges:
+    model = config.target_model
+    per_shard = {shard: sum(stale_by_source(config, layout.split(shard), model)[1].values())
+                 for shard in layout.split_shards()}
+    sources = layout.prompt_table("sources")
+    built = set(pq.read_table(sources, columns=["source"])["source"].to_pylist()) if sources.is_file() else set()
+    return ConfigChanges(per_shard, sorted({s.name for s in config.sources} - built))
+
+
 def check(config: Config, path: Path) -> int:
     """Raise StaleError naming the stale rows per source; return the rows checked."""
     if not Path(path).is_file():

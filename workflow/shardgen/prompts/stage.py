@@ -141,3 +141,27 @@ def build_prompts(config: Config, out_dir: Path, workers: int | None = None) -> 
         schema=tables.SOURCES), prompt_table(out_dir, "sources"))
     return {s.name: {"read": t.rows_read, "rejected": t.rejected, "duplicates": t.duplicates}
             for s, t in zip(sources, tallies)}
+
+
+TOP_REASONS = 3  # reason codes named per source on the console; the rest are in rejected.parquet
+
+
+def lost_rows_lines(counts: dict, out_dir: Path) -> list[str]:
+    """One line per source that lost rows to rejection (build_prompts' counts): how many of the rows read, the most
+    frequent reasons, and where every rejected row is. Duplicates are not lost: another row carries the prompt."""
+    rejected = prompt_table(out_dir, "rejected")
+    table = pq.read_table(rejected, columns=["source", "reason"]).to_pylist()
+    lines = []
+    for source, count in counts.items():
+        if not count["rejected"]:
+            continue
+        reasons: dict[str, int] = {}
+        for row in table:
+            if row["source"] == source:
+                reasons[row["reason"]] = reasons.get(row["reason"], 0) + 1
+        top = sorted(reasons.items(), key=lambda item: (-item[1], item[0]))
+        named = ", ".join(f"{reason} {n}" for reason, n in top[:TOP_REASONS])
+        more = f", {len(top) - TOP_REASONS} more reasons" if len(top) > TOP_REASONS else ""
+        lines.append(f"prompts: source {source} lost {count['rejected']} of {count['read']} rows ({named}{more}); "
+                     f"each row, its reason and detail: {rejected} (`shardgen query rejected_reasons`)")
+    return lines

@@ -42,8 +42,13 @@ def forecast(config, layout, record: dict) -> dict | None:
     whole = fc.forecast(record["generated"] or 1, output, gpus, rate["tok_per_s_per_gpu"], measured=rate["measured"],
                         device=device)
     per = fc.forecast(PER, output, gpus, rate["tok_per_s_per_gpu"], measured=rate["measured"], device=device)
-    return {"tok_per_s_per_gpu": round(rate["tok_per_s_per_gpu"], 1), "output_tokens_per_prompt": round(output, 1),
-            "gpus": gpus, "device": device, "this_run_forecast_s": whole["seconds"], "this_run_generation_wall_s":
+    # A CPU run measured no GPU: its rate is its CPU engines', under their own key, and the GPU key stays (null) so
+    # that a reader of it never takes a CPU figure for a GPU's.
+    per_engine = round(rate["tok_per_s_per_gpu"], 1)
+    rates = {"tok_per_s_per_gpu": None, "tok_per_s_per_cpu_engine": per_engine} if device == "cpu" else \
+        {"tok_per_s_per_gpu": per_engine}
+    return {**rates, "output_tokens_per_prompt": round(output, 1), "gpus": gpus, "device": device,
+            "this_run_forecast_s": whole["seconds"], "this_run_generation_wall_s":
             record["dataset_generation_wall_s"], f"hours_per_{PER}_prompts": per["hours"],
             "assumption": whole["assumption"]}
 
@@ -80,7 +85,7 @@ def markdown(record: dict) -> str:
     lines += ["", "## forecast", ""]
     if f := record["forecast"]:
         engine, engines = fc.engine_words(f)
-        lines += [f"At {f['tok_per_s_per_gpu']} output tok/s per {engine} and {f['output_tokens_per_prompt']} output "
+        lines += [f"At {fc.engine_rate(f)} output tok/s per {engine} and {f['output_tokens_per_prompt']} output "
                   f"tokens per prompt on {engines}: this run's prompts would take {f['this_run_forecast_s']} s at "
                   f"that rate throughout (they took {f['this_run_generation_wall_s']} s, start-up and tail included), "
                   f"{f[f'hours_per_{PER}_prompts']} h per {PER:,} prompts.", "", f"Assumption: {f['assumption']}"]

@@ -83,7 +83,10 @@ GENERATING = ("starting", "generating")  # the states of a shard whose newest at
 
 
 def annotate(layout, rows: list[dict], now: float | None = None) -> dict:
-    """Replace each status row's eta_s by the token-based one; return the whole run's (done shards count as 0),
+    """Fill each status row's ETA and what it is made of: tokens_left (the shard's output tokens left at its newest
+    commit), commit_tok_per_s (the rate the ETA divides them by: output tokens committed per second over the newer
+    half of the attempt's commits) and eta_s (newest commit + tokens_left / commit_tok_per_s, from now); return the
+    whole run's (done shards count as 0; its rate is the sum of the shards'),
     with the shards down or interrupted and the stale rows on disk (not counted anywhere). A shard with no attempt
     alive has no ETA; its work left counts in the run's at the rate of the shards generating, and with none
     generating the run has no ETA."""
@@ -99,7 +102,9 @@ def annotate(layout, rows: list[dict], now: float | None = None) -> dict:
             shard.update(remaining_tokens=0, eta_s=0, tok_per_s=0.0)
         elif row["state"] not in GENERATING:  # no attempt alive: a rate or ETA would describe a process that is gone
             shard.update(eta_s=None, tok_per_s=0.0)
-        row["eta_s"] = shard["eta_s"]
+        # Prompts the config changed are work too, of a prompt set not yet built: no count of their tokens yet.
+        left = None if row.get("config_changed") else shard["remaining_tokens"]
+        row.update(tokens_left=left, commit_tok_per_s=shard["tok_per_s"] or None, eta_s=shard["eta_s"])
         shards.append(shard)
     run = run_eta(shards)
     run["generating"] = sum(row["state"] in GENERATING for row in rows)
@@ -118,9 +123,10 @@ def render(run: dict) -> str:
     else:
         share = run["output_tokens_share"]
         share = f"{share:.1%} of the output tokens committed, " if share else ""
-        rate = f"{run['output_tok_per_s']} output tok/s now" if run["output_tok_per_s"] else "nothing generating now"
-        line = (f"run: {share}{rate}, ETA {run['eta_s']} s ({run['eta_s'] / 3600:.1f} h) (rate over the newer half of "
-                "each attempt's commits; see README: ETA)")
+        rate = f"{run['output_tok_per_s']} output tok/s committed" if run["output_tok_per_s"] else \
+            "nothing generating now"
+        line = (f"run: {share}{rate}, ETA {run['eta_s']} s ({run['eta_s'] / 3600:.1f} h) (the sum of the shards' "
+                "commit_tok_per_s: each over the newer half of its attempt's commits; see README: ETA)")
     if run.get("stale_rows"):
         line += f"; {run['stale_rows']} stale rows on disk (made for other prompts or settings: not counted)"
     if run.get("interrupted"):

@@ -11,7 +11,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from shardgen import db  # noqa: E402
 from shardgen.atomic import committed
 from shardgen.layout import ReportLayout
-from shardgen.report.forecast import engine_words
+from shardgen.report.forecast import engine_rate, engine_words
 
 BUCKETS = 40  # the throughput timeline's resolution: about this many buckets whatever the run's length
 
@@ -105,7 +105,7 @@ def outlook(con, summary: dict):
         engine, engines = engine_words(f)
     ax.set_title("Efficiency vs the GPU's peaks" + (
         f"; forecast: {f['hours_per_100000_prompts']} h per 100,000 prompts on {engines} at "
-        f"{f['tok_per_s_per_gpu']} tok/s per {engine}" if f else ""), fontsize=9)
+        f"{engine_rate(f)} tok/s per {engine}" if f else ""), fontsize=9)
     return fig
 
 

@@ -1,9 +1,8 @@
 """Time to a dataset: a forecast for a planned job from a measured rate, stated with its assumption.
 
-The rate is per GPU output tokens/s (a decode line's gen throughput, or a finished run's tokens over its wall
-time) or a whole-run requests/s. Assumed: the planned job runs at that rate throughout, which holds when its
-output length, prompt length and engine settings match those the rate was measured at (longer outputs mean
-longer contexts, more KV read per step and a lower rate), with every GPU busy until the end."""
+The rate is output tokens/s per engine (a decode line's gen throughput, or a finished run's tokens over its wall
+time) or a whole-run requests/s; ASSUMPTION says what the forecast takes for granted, in the engines' own words (a
+GPU, or a CPU engine of a `gpus: 0` run)."""
 
 from pathlib import Path
 from statistics import median
@@ -11,6 +10,11 @@ from statistics import median
 from shardgen import ShardgenError
 
 SECONDS_PER_HOUR = 3600
+ASSUMPTION = ("The rate is output tokens/s per {engine} (a decode line's gen throughput, or a finished run's tokens "
+              "over its wall time) or a whole-run requests/s. Assumed: the planned job runs at that rate throughout, "
+              "which holds when its output length, prompt length and engine settings match those the rate was "
+              "measured at (longer outputs mean longer contexts, more KV read per step and a lower rate), with every "
+              "{engine} busy until the end.")
 
 
 class ForecastError(ShardgenError, ValueError):
@@ -81,7 +85,7 @@ def forecast(prompts: int, output_tokens: float, gpus: int, tok_per_s_per_gpu: f
             "output_tokens": round(tokens), "rate": basis, "measured": measured,
             "seconds": round(seconds), "hours": round(seconds / SECONDS_PER_HOUR, 1),
             "days": round(seconds / SECONDS_PER_HOUR / 24, 2),
-            "assumption": __doc__.split("\n\n")[1].replace("\n", " ")}
+            "assumption": ASSUMPTION.format(engine=engine_words({"device": device, "gpus": gpus})[0])}
 
 
 def from_options(args, config, layout) -> dict:
@@ -107,6 +111,12 @@ def engine_words(forecast: dict) -> tuple[str, str]:
     "2 CPU engine(s)")."""
     engine = "CPU engine" if forecast.get("device") == "cpu" else "GPU"
     return engine, f"{forecast['gpus']} {engine}(s)"
+
+
+def engine_rate(forecast: dict) -> float:
+    """A report forecast's rate per engine: `tok_per_s_per_gpu` of a GPU run, `tok_per_s_per_cpu_engine` of a CPU
+    run (whose `tok_per_s_per_gpu` is null: it measured no GPU)."""
+    return forecast["tok_per_s_per_cpu_engine"] if forecast.get("device") == "cpu" else forecast["tok_per_s_per_gpu"]
 
 
 def render(result: dict) -> str:

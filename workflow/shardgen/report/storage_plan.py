@@ -54,6 +54,7 @@ def plan(layout: Layout, model_dir: Path, pilot: Path | None = None, topk: int =
              for name, size in sizes.items()]
     shape = ModelShape.from_dir(model_dir)
     hidden = shape.get("hidden_size")
+    gpu_assumed = gpu is None  # the default is a guess at the user's GPU, and the plan must say so
     gpu = gpu or DEFAULT_GPU
     peak = peaks.lookup(gpu, peak_overrides)
     active = shape.weights()[0]
@@ -79,8 +80,9 @@ def plan(layout: Layout, model_dir: Path, pilot: Path | None = None, topk: int =
                            **{f"{dtype}_bytes": layers * hidden * size * loads.turn_tokens
                               for dtype, size in HIDDEN_DTYPES.items()}}
                           for drafter, layers in (("EAGLE-3", EAGLE3_LAYERS), ("DFlash", dflash_layers))],
-        "prefill": {"gpu": gpu, "peak_tflops": peak.tflops, "fraction_of_peak": prefill_fraction,
-                    "active_params": active, "tokens": loads.turn_tokens, "flops": flops,
+        "prefill": {"gpu": gpu, "gpu_assumed": gpu_assumed, "peak_tflops": peak.tflops,
+                    "fraction_of_peak": prefill_fraction, "active_params": active, "tokens": loads.turn_tokens,
+                    "flops": flops,
                     "gpu_hours": flops / (peak.tflops * 1e12 * prefill_fraction) / SECONDS_PER_HOUR},
         "assumptions": [
             "hidden states and prefill cover every turns.jsonl row's tokens (prompt + output), as a trainer "
@@ -141,7 +143,8 @@ def render(result: dict) -> str:
     lines += [f"  {h['drafter']:8} {h['layers']} layers x {h['hidden_size']}: bf16 {human(h['bf16_bytes'])}, "
               f"fp8 {human(h['fp8_bytes'])}" for h in result["hidden_states"]]
     f = result["prefill"]
-    lines += [f"  prefill to produce them: {f['flops']:.3g} FLOPs = {f['gpu_hours']:.3g} GPU-hours on {f['gpu']} at "
-              f"{f['fraction_of_peak']:.0%} of {f['peak_tflops']} TFLOP/s"]
+    assumed = " (an assumed default: --gpu or hardware.gpu names yours)" if f.get("gpu_assumed") else ""
+    lines += [f"  prefill to produce them: {f['flops']:.3g} FLOPs = {f['gpu_hours']:.3g} GPU-hours on {f['gpu']}"
+              f"{assumed} at {f['fraction_of_peak']:.0%} of {f['peak_tflops']} TFLOP/s"]
     lines += ["", *(f"assumption: {a}" for a in result["assumptions"])]
     return "\n".join(lines)
