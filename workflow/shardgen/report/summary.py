@@ -113,7 +113,8 @@ def report(config: Config, outputs: list[Path], done_files: list[Path], out_dir:
     layout = Layout(config.results)
     con = checkpoint.connect(layout)
     record = summary(con)
-    record["dataset_rows_checked"] = check_dataset(config, layout.dataset, record["generated"])
+    record["dataset_rows_checked"] = check_dataset(config, layout.dataset,
+                                                   record["generated"] + record["failed_partly"])
     record.update(outlook(config, layout, done_files, record))
     files = ReportLayout(out_dir)
     write_text(json.dumps(record, indent=1), files.summary)
