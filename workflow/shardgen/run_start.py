@@ -1,9 +1,12 @@
 """What the workflow must do while Snakemake parses it, before any rule runs: `prepare_run`, the one call
 common.smk makes."""
 
+import sys
+
 from shardgen.config import Config
 from shardgen.layout import Layout, shard_ids
 from shardgen.locks import clear_stale_locks
+from shardgen.merge import uncaptured
 
 
 def prepare_run(workflow, config: Config) -> None:
@@ -12,9 +15,13 @@ def prepare_run(workflow, config: Config) -> None:
     The resolved config is written and named in the environment every job's `shardgen` step inherits (on Slurm, a
     job's own parse names it again): the knobs that must not rerun anything reach the steps that way.
     Each shard's parts folder is made: it is the generate rule's input, and it must exist from the first parse on
-    so that the rule's input list never changes."""
+    so that the rule's input list never changes.
+    A captured source with turns generated before capture was on is said in one line before anything runs
+    (merge/uncaptured.py): the rerun exits 0 and its sidecar would otherwise lack them without a word."""
     config.export_for_jobs()
     layout = Layout(config.results)
     for shard in shard_ids(config.n_shards):
         layout.shard_dir(shard).mkdir(parents=True, exist_ok=True)
     clear_stale_locks(workflow)
+    if workflow.is_main_process and (note := uncaptured.at_start(config, layout)):
+        print(f"shardgen: {note}", file=sys.stderr)

@@ -21,7 +21,7 @@ from shardgen import db, tables
 from shardgen.capture import MAX_TOP_K, Capture
 from shardgen.atomic import committed, write_text
 from shardgen.layout import Layout
-from shardgen.merge import reasoning
+from shardgen.merge import reasoning, uncaptured
 
 # file name -> (query, format)
 EXPORTS = {
@@ -113,8 +113,9 @@ def write_sidecar(con, query: str, path: Path) -> None:
             writer.write_table(pa.Table.from_batches([batch]).cast(schema))
 
 
-def capture_manifest(config, layout: Layout) -> dict:
-    """The manifest's description of the capture sidecar: its settings, rows and layout."""
+def capture_manifest(config, layout: Layout, turns: dict[str, dict]) -> dict:
+    """The manifest's description of the capture sidecar: its settings, rows and layout, and per source its turns
+    and those generated with capture (`turns`: merge/uncaptured.per_source)."""
     path = layout.export("turns.topk.parquet")
     rows = pq.ParquetFile(path).metadata.num_rows if path.is_file() else 0
     section, capture = getattr(config, "capture", None), Capture.of(config)
@@ -126,6 +127,8 @@ def capture_manifest(config, layout: Layout) -> dict:
         "rows": rows,
         "rows_are": "one per turns.jsonl row (same id) whose turn was generated with capture on; none for a turn "
                     "generated without it (capture off, or committed before it was turned on)",
+        "turns_per_source": turns,
+        "turns_not_captured": uncaptured.missing(config, turns),
         "positions": "one entry per loss-masked position of the turns.jsonl row (its output_ids), in order",
         "columns": {"id": "turns.jsonl's id (conversation_id#turn)",
                     "logprobs": "float16 per position: the chosen token's logprob",
@@ -137,7 +140,7 @@ def capture_manifest(config, layout: Layout) -> dict:
     }
 
 
-def manifest(config, layout: Layout, text_exports: dict) -> dict:
+def manifest(config, layout: Layout, text_exports: dict, capture_turns: dict[str, dict]) -> dict:
     """What determined the rows (shardgen.merge.provenance: model and template hashes, engine and numerics per
     shard, sampling per source), each source's configured system prompt, chat template kwargs and multi-turn mode,
     the files, the loss-mask rules, and what the text exports left out."""
@@ -150,13 +153,15 @@ def manifest(config, layout: Layout, text_exports: dict) -> dict:
         "files": [str(p) for p in paths(layout)],
         "loss_mask": LOSS_MASK,
         "text_exports": text_exports,
-        "capture": capture_manifest(config, layout),
+        "capture": capture_manifest(config, layout, capture_turns),
         "note": "messages.jsonl carries each conversation's system turn exactly as regeneration rendered it; none "
                 "means none was rendered (SpecForge then injects its template's default system prompt)",
     }
 
 
-def write_manifest(config, layout: Layout, text_exports: dict) -> Path:
-    """text_exports: merge's counts of what the text exports left out (turns cut by length and what followed)."""
-    write_text(json.dumps(manifest(config, layout, text_exports), indent=1, default=str), layout.exports_manifest)
+def write_manifest(config, layout: Layout, text_exports: dict, capture_turns: dict[str, dict]) -> Path:
+    """text_exports: merge's counts of what the text exports left out (turns cut by length and what followed);
+    capture_turns: its turns and captured turns per source."""
+    write_text(json.dumps(manifest(config, layout, text_exports, capture_turns), indent=1, default=str),
+               layout.exports_manifest)
     return layout.exports_manifest
