@@ -24,7 +24,8 @@ def test_a_merged_run_plans_the_rows_and_bytes_of_its_own_files(make_config, wri
                          shards=1, capture={"logprobs": True, "top_k": 2})
     layout = stage(config, 1)
     merge_step(config, layout.prompts, layout.prompt_table("sources"), layout.dataset, layout.train, layout.failed)
-    text = json.loads(layout.exports_manifest.read_text())["text_exports"]
+    manifest = json.loads(layout.exports_manifest.read_text())
+    text = manifest["text_exports"]
     assert text["text_conversations_left_out"] > 0  # the demo model's answers are cut: the text exports hold fewer
 
     result = storage_plan.plan(layout, demo_model, topk=2)
@@ -33,7 +34,9 @@ def test_a_merged_run_plans_the_rows_and_bytes_of_its_own_files(make_config, wri
     assert set(files) == set(on_disk) and "turns.topk.parquet" not in files
     for name, path in on_disk.items():
         assert (files[name]["rows"], files[name]["bytes"]) == (rows_on_disk(path), path.stat().st_size), name
-    assert files["sharegpt.jsonl"]["rows"] == 8 - text["text_conversations_left_out"] < 8
+    assert files["messages.jsonl"]["rows"] == 8 - text["text_conversations_left_out"] < 8
+    assert files["sharegpt.jsonl"]["rows"] == files["messages.jsonl"]["rows"] - \
+        manifest["sharegpt"]["conversations_left_out"]
     assert files["reasoning.jsonl"]["rows"] == 0
     sidecar = layout.export("turns.topk.parquet")
     assert result["topk_sidecar"]["this_run"] == {"rows": pq.read_metadata(sidecar).num_rows,

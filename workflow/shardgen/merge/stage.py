@@ -18,7 +18,7 @@ def run(config: Config, prompts: Path, sources: Path, dataset: Path, train: Path
     layout = Layout(config.results)
     check_prompt_set(config, Path(prompts), Path(sources))
     record = merge(layout, Path(dataset), Path(train), Path(failed), rules=ExportRules.of(config))
-    write_manifest(config, layout, record["text_exports"], record["capture_turns"])
+    write_manifest(config, layout, record)
     if note := uncaptured.line(config, record["capture_turns"]):
         print(f"shardgen: {note}", file=sys.stderr)
     return record
