@@ -6,7 +6,6 @@ those rows plus a thinking-on answer without reasoning. Each row's context (its 
 the prompt the model generated that turn from (the dataset's prompt_ids): the tokens in it that are the turn's own
 output (generated, now context, not trained) and those the model never saw at all; README: Exports quotes them."""
 
-from collections import Counter
 from difflib import SequenceMatcher
 
 import pytest
