@@ -45,10 +45,10 @@ LOSS_MASK = {
     "tokens": "1 exactly on the last generated turn's output_ids; 0 on its prompt_ids, earlier regenerated answers "
               "included (re-rendered by the template there)",
 }
-SHAREGPT_EMPTY = ("sharegpt.jsonl and train.jsonl end a conversation before its first empty answer (the model "
-                  "emitted only its end-of-turn token), leaving it out where that is its first answer: FastChat "
-                  "trains an answer's text without its end of turn, so an empty answer trains nothing, and its "
-                  "masking then slips onto the next user turn")
+SHAREGPT_EMPTY = ("FastChat's rows (the ShareGPT export and the dataset's train file) end a conversation before its "
+                  "first empty answer (the model emitted only its end-of-turn token), leaving it out where that is "
+                  "its first answer: FastChat trains an answer's text without its end of turn, so an empty answer "
+                  "trains nothing, and its masking then slips onto the next user turn")
 OPTIONS = {"json": "FORMAT json", "parquet": "FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE 16384"}
 SIDECAR_BATCH = 4096  # rows per record batch streamed from DuckDB into the sidecar's writer
 
