@@ -39,7 +39,7 @@ def run(make_config, write_jsonl, capture: dict, n: int = 4, **overrides) -> Lay
 def finish(cfg, layout: Layout) -> None:
     result = merge(layout, layout.dataset, layout.dataset_dir / "train.jsonl", layout.root / "merge" / "failed.parquet",
                    rules=ExportRules(cfg.model.reasoning_tags, cfg.exports.on_length))
-    write_manifest(cfg, layout, result["text_exports"])
+    write_manifest(cfg, layout, result)
 
 
 def sidecar(layout: Layout) -> dict:

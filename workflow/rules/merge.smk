@@ -23,6 +23,7 @@ rule merge:
     params:
         settings=GEN_SETTINGS,
         exports=output_settings("exports"),  # what the text exports carry: a change rewrites them
+        capture=output_settings("capture"),  # what the exports manifest says of the sidecar and counts
     retries: 0
     conda:
         BACKEND_ENV

@@ -1,10 +1,13 @@
 """What the workflow must do while Snakemake parses it, before any rule runs: `prepare_run`, the one call
 common.smk makes."""
 
+import sys
+
 from shardgen import ShardgenError
 from shardgen.config import Config
 from shardgen.layout import Layout, shard_ids
 from shardgen.locks import clear_stale_locks
+from shardgen.merge import uncaptured
 
 
 def prepare_run(workflow, config: Config) -> None:
@@ -14,7 +17,9 @@ def prepare_run(workflow, config: Config) -> None:
     job's own parse names it again): the knobs that must not rerun anything reach the steps that way.
     Each shard's parts folder is made: it is the generate rule's input, and it must exist from the first parse on
     so that the rule's input list never changes. A results folder it cannot write (read-only, another user's) is
-    said in one line naming it, as a config error is."""
+    said in one line naming it, as a config error is.
+    A captured source with turns generated before capture was on is said in one line before anything runs
+    (merge/uncaptured.py): the rerun exits 0 and its sidecar would otherwise lack them without a word."""
     layout = Layout(config.results)
     try:
         config.export_for_jobs()
@@ -27,6 +32,8 @@ def prepare_run(workflow, config: Config) -> None:
             "results_dir to a writable folder or make this one writable (`shardgen --results DIR status` and "
             "`query` only read a finished run)") from err
     clear_stale_locks(workflow)
+    if workflow.is_main_process and (note := uncaptured.at_start(config, layout)):
+        print(f"shardgen: {note}", file=sys.stderr)
 
 
 class ResultsNotWritable(ShardgenError, OSError):

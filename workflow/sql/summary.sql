@@ -1,5 +1,6 @@
 -- The report's headline numbers (report/summary.json); every figure names its scope:
---   prompts_*, generated, failed: the current prompt set (accounting);
+--   prompts_*, generated, failed: the current prompt set (accounting); failed_partly: the failed conversations with
+--     generated turns before the failed one (those turns are dataset rows);
 --   dataset_*: the rows of dataset/data.parquet. Its wall time is, per shard, the sum over the attempts that made
 --     those rows of each attempt's span of them (first submit to last completion); the run's is the longest
 --     shard's, since shards run side by side. dataset_output_tokens_per_s (the headline) = tokens / that wall;
@@ -22,6 +23,7 @@ SELECT (SELECT sum(read) FROM accounting) AS prompts_read,
        (SELECT sum(duplicates) FROM accounting) AS prompts_duplicate,
        (SELECT sum(generated) FROM accounting) AS generated,
        (SELECT sum(failed) FROM accounting) AS failed,
+       (SELECT count(*) FROM outcomes WHERE outcome = 'failed' AND generated_turns > 0) AS failed_partly,
        d.rows AS dataset_rows, d.prompt_tokens AS dataset_prompt_tokens,
        d.completion_tokens AS dataset_completion_tokens,
        round(dw.wall_s, 3) AS dataset_generation_wall_s,

@@ -8,8 +8,8 @@ from pathlib import Path
 from shardgen import ShardgenError, db
 from shardgen.atomic import committed
 from shardgen.generate import checkpoint
-from shardgen.merge import reasoning
-from shardgen.merge.exports import ExportRules, write_exports
+from shardgen.merge import reasoning, uncaptured
+from shardgen.merge.exports import ExportRules, sharegpt_counts, write_exports
 from shardgen.layout import Layout
 
 ROWS_PER_THREADS = 1_000_000
@@ -73,4 +73,5 @@ def _merge(layout: Layout, dataset: Path, train: Path, failed: Path, memory_limi
     rows = con.execute("SELECT count(*) FROM dataset").fetchall()[0][0]
     if rows != (turns := con.execute("SELECT coalesce(sum(generated_turns), 0) FROM outcomes").fetchall()[0][0]):
         raise AccountingError(f"the dataset has {rows} rows but {turns} turns were generated")
-    return {"rows": rows, "text_exports": text_exports}
+    return {"rows": rows, "text_exports": text_exports, "sharegpt": sharegpt_counts(con),
+            "capture_turns": uncaptured.per_source(con)}

@@ -21,7 +21,7 @@ from shardgen import db, tables
 from shardgen.capture import MAX_TOP_K, Capture
 from shardgen.atomic import committed, write_text
 from shardgen.layout import Layout
-from shardgen.merge import reasoning
+from shardgen.merge import reasoning, uncaptured
 
 # file name -> (query, format)
 EXPORTS = {
@@ -45,6 +45,10 @@ LOSS_MASK = {
     "tokens": "1 exactly on the last generated turn's output_ids; 0 on its prompt_ids, earlier regenerated answers "
               "included (re-rendered by the template there)",
 }
+SHAREGPT_EMPTY = ("FastChat's rows (the ShareGPT export and the dataset's train file) end a conversation before its "
+                  "first empty answer (the model emitted only its end-of-turn token), leaving it out where that is "
+                  "its first answer: FastChat trains an answer's text without its end of turn, so an empty answer "
+                  "trains nothing, and its masking then slips onto the next user turn")
 OPTIONS = {"json": "FORMAT json", "parquet": "FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE 16384"}
 SIDECAR_BATCH = 4096  # rows per record batch streamed from DuckDB into the sidecar's writer
 
@@ -103,6 +107,12 @@ def write_exports(con, layout: Layout, rules: ExportRules | None = None) -> dict
     return {"on_length": rules.on_length, "reasoning_tags": rules.reasoning_tags, **counts}
 
 
+def sharegpt_counts(con) -> dict:
+    """What FastChat's rows leave out of the text conversations at an empty answer, and why (the manifest's
+    `sharegpt`); after write_exports, on its connection."""
+    return {**db.query(con, "sharegpt_counts")[0], "reason": SHAREGPT_EMPTY}
+
+
 def write_sidecar(con, query: str, path: Path) -> None:
     """The capture sidecar in its compact layout (tables.TOPK_SIDECAR: float16 logprobs, which DuckDB cannot
     write): the query's rows streamed in record batches, each cast and appended, so memory holds one batch."""
@@ -113,8 +123,9 @@ def write_sidecar(con, query: str, path: Path) -> None:
             writer.write_table(pa.Table.from_batches([batch]).cast(schema))
 
 
-def capture_manifest(config, layout: Layout) -> dict:
-    """The manifest's description of the capture sidecar: its settings, rows and layout."""
+def capture_manifest(config, layout: Layout, turns: dict[str, dict]) -> dict:
+    """The manifest's description of the capture sidecar: its settings, rows and layout, and per source its turns
+    and those generated with capture (`turns`: merge/uncaptured.per_source)."""
     path = layout.export("turns.topk.parquet")
     rows = pq.ParquetFile(path).metadata.num_rows if path.is_file() else 0
     section, capture = getattr(config, "capture", None), Capture.of(config)
@@ -126,6 +137,8 @@ def capture_manifest(config, layout: Layout) -> dict:
         "rows": rows,
         "rows_are": "one per turns.jsonl row (same id) whose turn was generated with capture on; none for a turn "
                     "generated without it (capture off, or committed before it was turned on)",
+        "turns_per_source": turns,
+        "turns_not_captured": uncaptured.missing(config, turns),
         "positions": "one entry per loss-masked position of the turns.jsonl row (its output_ids), in order",
         "columns": {"id": "turns.jsonl's id (conversation_id#turn)",
                     "logprobs": "float16 per position: the chosen token's logprob",
@@ -137,10 +150,11 @@ def capture_manifest(config, layout: Layout) -> dict:
     }
 
 
-def manifest(config, layout: Layout, text_exports: dict) -> dict:
+def manifest(config, layout: Layout, merged: dict) -> dict:
     """What determined the rows (shardgen.merge.provenance: model and template hashes, engine and numerics per
     shard, sampling per source), each source's configured system prompt, chat template kwargs and multi-turn mode,
-    the files, the loss-mask rules, and what the text exports left out."""
+    the files, the loss-mask rules, and from merge's record (`merged`) what the text exports and FastChat's rows left
+    out and the captured turns per source."""
     from shardgen.merge.provenance import provenance
 
     return {
@@ -149,14 +163,16 @@ def manifest(config, layout: Layout, text_exports: dict) -> dict:
                              "chat_template_kwargs": s.template_kwargs(config.defaults)} for s in config.sources},
         "files": [str(p) for p in paths(layout)],
         "loss_mask": LOSS_MASK,
-        "text_exports": text_exports,
-        "capture": capture_manifest(config, layout),
+        "text_exports": merged["text_exports"],
+        "sharegpt": merged["sharegpt"],
+        "capture": capture_manifest(config, layout, merged["capture_turns"]),
         "note": "messages.jsonl carries each conversation's system turn exactly as regeneration rendered it; none "
                 "means none was rendered (SpecForge then injects its template's default system prompt)",
     }
 
 
-def write_manifest(config, layout: Layout, text_exports: dict) -> Path:
-    """text_exports: merge's counts of what the text exports left out (turns cut by length and what followed)."""
-    write_text(json.dumps(manifest(config, layout, text_exports), indent=1, default=str), layout.exports_manifest)
+def write_manifest(config, layout: Layout, merged: dict) -> Path:
+    """merged: merge's record (merge/dataset.py): its counts of what the text exports left out (turns cut by length
+    and what followed), of what FastChat's rows left out, and its turns and captured turns per source."""
+    write_text(json.dumps(manifest(config, layout, merged), indent=1, default=str), layout.exports_manifest)
     return layout.exports_manifest

@@ -89,21 +89,25 @@ def check_prompt_set(config: Config, prompts: Path, sources: Path) -> int:
     return check(config, prompts)
 
 
-def check_dataset(config: Config, dataset: Path, generated: int) -> int:
-    """The dataset file: every row current, and one turn-1 row per generated prompt (conversation) of the current
-    prompt set, no (conversation, turn) twice."""
+def check_dataset(config: Config, dataset: Path, conversations: int) -> int:
+    """The dataset file: every row current, and one turn-1 row per conversation of the current prompt set with a
+    generated turn (`conversations`: the generated ones and the failed ones with turns before the failure), no
+    (conversation, turn) twice."""
     rows = check(config, dataset)
     names = pq.ParquetFile(dataset).schema_arrow.names
+    # a disagreement with the parts is fixed by rebuilding the dataset; a plain rerun may stop here again where
+    # Snakemake sees merge's output as newer than its inputs
+    rebuild = "rerun snakemake; if it stops here again, `snakemake --forcerun merge` rebuilds it from the parts"
     if "turn" in names:
         table = pq.read_table(dataset, columns=["prompt_id", "turn"])
         turns = list(zip(table["prompt_id"].to_pylist(), table["turn"].to_pylist()))
         firsts = sum(t == 1 for _, t in turns)
         if len(set(turns)) != len(turns):
-            raise StaleError(f"{dataset} holds a (conversation, turn) twice: rerun snakemake (merge rebuilds it)")
+            raise StaleError(f"{dataset} holds a (conversation, turn) twice: {rebuild}")
     else:
         firsts = rows
-    if firsts != generated:
-        raise StaleError(f"{dataset} has {rows} rows but the parts hold {generated} generated prompts of the current "
-                         f"prompt set ({firsts} of its rows are first turns): it is older than the parts; rerun "
-                         "snakemake (merge rebuilds it)")
+    if firsts != conversations:
+        raise StaleError(f"{dataset} has {rows} rows but the parts hold {conversations} generated prompts of the "
+                         f"current prompt set (conversations with a generated turn; {firsts} of its rows are first "
+                         f"turns): it is older than the parts; {rebuild}")
     return rows

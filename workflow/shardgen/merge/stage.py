@@ -1,6 +1,7 @@
 """`shardgen merge`: check the prompt set against the current config, merge the dataset and write every export
 and the exports' manifest."""
 
+import sys
 from pathlib import Path
 
 from shardgen.config import Config
@@ -8,6 +9,7 @@ from shardgen.layout import Layout
 from shardgen.merge.dataset import merge
 from shardgen.merge.exports import ExportRules, write_manifest
 from shardgen.merge.freshness import check_prompt_set
+from shardgen.merge import uncaptured
 
 
 def run(config: Config, prompts: Path, sources: Path, dataset: Path, train: Path, failed: Path) -> dict:
@@ -16,5 +18,7 @@ def run(config: Config, prompts: Path, sources: Path, dataset: Path, train: Path
     layout = Layout(config.results)
     check_prompt_set(config, Path(prompts), Path(sources))
     record = merge(layout, Path(dataset), Path(train), Path(failed), rules=ExportRules.of(config))
-    write_manifest(config, layout, record["text_exports"])
+    write_manifest(config, layout, record)
+    if note := uncaptured.line(config, record["capture_turns"]):
+        print(f"shardgen: {note}", file=sys.stderr)
     return record

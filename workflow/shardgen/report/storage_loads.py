@@ -23,11 +23,10 @@ class Loads:
     output_tokens: int  # generated tokens (what the top-k sidecar holds an entry for)
 
     def rows(self, driver: str) -> int:
-        return {"turns": self.turns, "conversations": self.conversations, "output": self.turns}[driver]
+        return {"turns": self.turns, "conversations": self.conversations}[driver]
 
     def of(self, driver: str) -> int:
-        counts = {"turns": self.turn_tokens, "conversations": self.conversation_tokens, "output": self.output_tokens}
-        return counts[driver]
+        return {"turns": self.turn_tokens, "conversations": self.conversation_tokens}[driver]
 
 
 def pilot_output_lengths(dataset: Path) -> dict[str, float]:

@@ -47,11 +47,18 @@ def plan(layout: Layout, model_dir: Path, pilot: Path | None = None, topk: int =
     loads = storage_loads.total(per_source)
     sidecar_tokens = sum(load.output_tokens for source, load in per_source.items()
                          if captured is None or source in captured)
-    sizes = storage_sizes.sizes(rates, loads)
-    rows = {"turns": loads.turns, "conversations": loads.conversations, "output": loads.turns}
-    files = [{"file": name, "rows": rows.get(storage_sizes.DRIVERS.get(name)), "bytes": size,
-              "bytes_per_token": round(rates[name]["bytes_per_token"], 3), "from": rates[name]["from"]}
+    sizes, rows = storage_sizes.sizes(rates, loads), storage_sizes.planned_rows(rates, loads)
+    own = measured_run is not None and measured_run.root.resolve() == layout.root.resolve()
+    if own:  # a merged run plans its own files: as they are on disk
+        actual = storage_sizes.on_disk(layout)
+        sizes, rows = {n: f["bytes"] for n, f in actual.items()}, {n: f["rows"] for n, f in actual.items()}
+    files = [{"file": name, "rows": rows[name], "bytes": size,
+              "bytes_per_token": round(rates[name]["bytes_per_token"], 3),
+              "from": "this run's file" if own else rates[name]["from"]}
              for name, size in sizes.items()]
+    sidecar = layout.export(storage_sizes.SIDECAR)
+    this_run = ({"this_run": {"rows": storage_sizes.file_rows(sidecar), "bytes": sidecar.stat().st_size}}
+                if own and sidecar.is_file() else {})
     shape = ModelShape.from_dir(model_dir)
     hidden = shape.get("hidden_size")
     gpu_assumed = gpu is None  # the default is a guess at the user's GPU, and the plan must say so
@@ -75,7 +82,7 @@ def plan(layout: Layout, model_dir: Path, pilot: Path | None = None, topk: int =
         "dataset_and_exports_bytes": sum(sizes.values()),
         "topk_sidecar": {"k": topk, "bytes_per_generated_token": CHOSEN_BYTES + topk * TOPK_ENTRY_BYTES,
                          "sources": "all" if captured is None else sorted(captured), "output_tokens": sidecar_tokens,
-                         "bytes": sidecar_tokens * (CHOSEN_BYTES + topk * TOPK_ENTRY_BYTES)},
+                         "bytes": sidecar_tokens * (CHOSEN_BYTES + topk * TOPK_ENTRY_BYTES), **this_run},
         "hidden_states": [{"drafter": drafter, "layers": layers, "hidden_size": hidden, "tokens": loads.turn_tokens,
                            **{f"{dtype}_bytes": layers * hidden * size * loads.turn_tokens
                               for dtype, size in HIDDEN_DTYPES.items()}}
@@ -138,8 +145,10 @@ def render(result: dict) -> str:
     lines.append(f"{'dataset + exports'.ljust(width)}  {'':>12}  {human(result['dataset_and_exports_bytes']):>12}")
     s = result["topk_sidecar"]
     over = "" if s["sources"] == "all" else f" (sources {', '.join(s['sources'])})"
+    this_run = (f"; this run's file: {s['this_run']['rows']:,} rows, {human(s['this_run']['bytes'])}"
+                if "this_run" in s else "")
     lines += ["", f"top-k sidecar at k = {s['k']}{over}: {s['bytes_per_generated_token']} B per generated token, "
-                  f"{human(s['bytes'])}", "", "hidden states (every token of every turn row):"]
+                  f"{human(s['bytes'])}{this_run}", "", "hidden states (every token of every turn row):"]
     lines += [f"  {h['drafter']:8} {h['layers']} layers x {h['hidden_size']}: bf16 {human(h['bf16_bytes'])}, "
               f"fp8 {human(h['fp8_bytes'])}" for h in result["hidden_states"]]
     f = result["prefill"]

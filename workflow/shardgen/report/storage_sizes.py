@@ -27,17 +27,36 @@ MANIFEST_BYTES = 8 * 1024  # exports/manifest.json without a pilot: a few KiB of
 SAMPLE_ROWS = 20_000  # prompt rows read for the id and text figures (enough for a mean; bounded memory)
 
 # A file's rows: "turns" (one per generated turn) or "conversations" (one per conversation, its last turn holding
-# the whole of it).
+# the whole of it; the text exports carry a share of them, which a pilot measures).
 DRIVERS = {DATASET: "turns", TRAIN: "conversations", "turns.jsonl": "turns",
            "turns.parquet": "turns", "tokens.jsonl": "conversations", "tokens.parquet": "conversations",
-           "sharegpt.jsonl": "conversations", "messages.jsonl": "conversations", "reasoning.jsonl": "conversations",
-           "turns.topk.parquet": "output"}  # the top-k sidecar: an entry per generated token
+           "sharegpt.jsonl": "conversations", "messages.jsonl": "conversations", "reasoning.jsonl": "conversations"}
+# The top-k sidecar is planned on its own (storage_plan: at k, over the captured sources' generated tokens): what it
+# weighs depends on k and on what is captured, not on what the pilot captured.
+SIDECAR = "turns.topk.parquet"
+COUNT_CHUNK = 1 << 20  # bytes read at a time when counting a JSON-lines file's rows
 
 
 def files(layout: Layout) -> dict[str, Path]:
-    """Every file of the dataset and the exports, by name."""
+    """Every file of the dataset and the exports but the top-k sidecar, by name."""
     return {DATASET: layout.dataset, TRAIN: layout.train, MANIFEST: layout.exports_manifest,
-            **{name: layout.export(name) for name in EXPORTS}}
+            **{name: layout.export(name) for name in EXPORTS if name != SIDECAR}}
+
+
+def file_rows(path: Path) -> int | None:
+    """A Parquet file's rows (its footer), a JSON-lines file's (its lines, streamed); None for another file."""
+    if path.suffix == ".parquet":
+        return pq.read_metadata(path).num_rows if path.stat().st_size else 0
+    if path.suffix != ".jsonl":
+        return None
+    with open(path, "rb") as handle:
+        return sum(chunk.count(b"\n") for chunk in iter(lambda: handle.read(COUNT_CHUNK), b""))
+
+
+def on_disk(layout: Layout) -> dict[str, dict]:
+    """Per file of a merged run: its rows and bytes as they are."""
+    return {name: {"rows": file_rows(path), "bytes": path.stat().st_size}
+            for name, path in files(layout).items() if path.is_file()}
 
 
 def fixed_bytes(path: Path) -> int:
@@ -77,8 +96,11 @@ def measured(layout: Layout, loads) -> dict[str, dict]:
         driver = DRIVERS.get(name)
         tokens, rows = (loads.of(driver), loads.rows(driver)) if driver else (0, 0)
         per_row = column_split(path)[1] / rows if path.suffix == ".parquet" and size and rows else 0.0
+        carried = file_rows(path)
         rates[name] = {"fixed_bytes": fixed, "bytes_per_row": per_row,
                        "bytes_per_token": (size - fixed - per_row * rows) / tokens if tokens else 0.0,
+                       # the share of its driver's rows the file holds (the text exports carry fewer)
+                       "row_share": carried / rows if rows and carried is not None else 1.0,
                        "from": "pilot run's file"}
     return rates
 
@@ -118,6 +140,12 @@ def from_format(prompts: Path) -> dict[str, dict]:
              for name, rate in per_token.items()}
     rates[MANIFEST] = {"fixed_bytes": MANIFEST_BYTES, "bytes_per_token": 0.0, "from": "format estimate"}
     return rates
+
+
+def planned_rows(rates: dict[str, dict], loads) -> dict[str, int | None]:
+    """Each file's forecast rows: its driver's at the planned loads, times the share a pilot's file held."""
+    return {name: round(loads.rows(DRIVERS[name]) * r.get("row_share", 1.0)) if name in DRIVERS else None
+            for name, r in rates.items()}
 
 
 def sizes(rates: dict[str, dict], loads) -> dict[str, int]:

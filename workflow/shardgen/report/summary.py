@@ -11,6 +11,7 @@ from shardgen.atomic import write_text
 from shardgen.config import Config
 from shardgen.generate import checkpoint
 from shardgen.report.figures import draw
+from shardgen.merge import uncaptured
 from shardgen.merge.freshness import check_dataset
 from shardgen.layout import Layout, ReportLayout
 from shardgen.report.efficiency_forecast import markdown as outlook_markdown, outlook
@@ -113,13 +114,17 @@ def report(config: Config, outputs: list[Path], done_files: list[Path], out_dir:
     layout = Layout(config.results)
     con = checkpoint.connect(layout)
     record = summary(con)
-    record["dataset_rows_checked"] = check_dataset(config, layout.dataset, record["generated"])
+    record["dataset_rows_checked"] = check_dataset(config, layout.dataset,
+                                                   record["generated"] + record["failed_partly"])
+    capture_turns = uncaptured.per_source(con)
+    record["capture_turns_not_captured"] = sum(uncaptured.missing(config, capture_turns).values())
     record.update(outlook(config, layout, done_files, record))
     files = ReportLayout(out_dir)
     write_text(json.dumps(record, indent=1), files.summary)
     write_text(json.dumps(manifest(con, config, record["per_source"], outputs, done_files), indent=1, default=str),
                files.manifest)
     figures = draw(con, files, record)
-    write_text(markdown(record, _jsonable(db.query(con, "tail")), figures) + outlook_markdown(record),
-               files.markdown)
+    note = uncaptured.line(config, capture_turns)
+    write_text(markdown(record, _jsonable(db.query(con, "tail")), figures) + (f"\nCapture: {note}.\n" if note else "")
+               + outlook_markdown(record), files.markdown)
     return record

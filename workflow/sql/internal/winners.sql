@@ -6,7 +6,8 @@
 -- (light columns only; heavy ones are joined once later). Then the current turns (turn_winners: winners whose
 -- base_key is a current prompts row; one per generated turn), and the outcome of every accepted prompt (a
 -- conversation): generated (complete, or ended by context_exhausted), failed (a turn has only aborted rows: it
--- ended there with the engine's message) or missing; and the stale rows.
+-- ended there with the engine's message, failed_turn; its turns before it are generated turns, in the dataset as a
+-- context_exhausted conversation's are) or missing; and the stale rows.
 CREATE OR REPLACE TEMP MACRO is_generated(finish_reason) AS finish_reason IN ('stop', 'length');
 CREATE OR REPLACE TEMP MACRO is_ended(finish_reason) AS finish_reason = 'context_exhausted';
 
@@ -51,7 +52,7 @@ WITH done AS (
            CASE WHEN coalesce(d.generated_turns, 0) >= len(p.turns) THEN 'complete'
                 WHEN e.base_key IS NOT NULL THEN 'context_exhausted'
                 WHEN f.base_key IS NOT NULL THEN 'failed' END AS end_reason,
-           coalesce(f.error, e.error) AS error
+           coalesce(f.error, e.error) AS error, f.turn AS aborted_turn
     FROM prompts p
     LEFT JOIN done d ON d.base_key = p.gen_key
     LEFT JOIN exhausted e ON e.base_key = p.gen_key
@@ -61,5 +62,6 @@ SELECT prompt_id, gen_key, source,
        CASE WHEN end_reason IN ('complete', 'context_exhausted') THEN 'generated'
             WHEN end_reason = 'failed' THEN 'failed'
             ELSE 'missing' END AS outcome,
-       error, end_reason, turns, generated_turns
+       error, end_reason, turns, generated_turns,
+       CASE WHEN end_reason = 'failed' THEN aborted_turn END AS failed_turn
 FROM ends;
