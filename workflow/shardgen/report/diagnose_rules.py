@@ -220,7 +220,7 @@ def _retractions(run: Run) -> list[Finding]:
         return []
     said = [f"{tally.requests} requests"] if tally and tally.events else []
     if tally and tally.events > tally.uncounted:
-        counted = f" (the {tally.events - tally.uncounted} lines that count them)" if tally.uncounted else ""
+        counted = f" (as {tally.events - tally.uncounted} of the {tally.events} lines say)" if tally.uncounted else ""
         estimate = "; with the prefix cache on, an estimate" if run.strategy not in (None, "no_radix") else ""
         said.append(f"{tally.tokens} tokens of KV given back{counted}: their prompts and what they had generated, "
                     f"prefilled again when readmitted{estimate}")
