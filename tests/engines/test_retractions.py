@@ -20,7 +20,8 @@ CURRENT = ("[2026-12-06 04:45:10.512] KV cache pool is full. Retract requests. #
            "#new_tokens_gained: 6134, #mamba_num_gained: 21, #new_token_ratio: 0.4200 -> 0.5731")
 PLAIN_MODEL = ("[2026-12-06 04:45:10.512 TP0] KV cache pool is full. Retract requests. #retracted_reqs: 1, "
                "#new_tokens_gained: 812, #new_token_ratio: 0.4200 -> 0.4310")
-SGLANG_04 = "[2025-03-07 21:49:33 TP13] Decode out of memory happened. #retracted_reqs: 1, #new_token_ratio: 0.1474 -> 0.1845"
+SGLANG_04 = ("[2025-03-07 21:49:33 TP13] Decode out of memory happened. #retracted_reqs: 1, "
+             "#new_token_ratio: 0.1474 -> 0.1845")
 
 
 @pytest.mark.parametrize("line, expected", [

@@ -13,13 +13,16 @@ from conftest import REPO
 
 MULTI_TURN = REPO / "benchmarks" / "results" / "2026-12-06-h200-defaults-multi-turn-partial.log"
 SERVER_ARGS = ("[2026-12-06 04:41:27.011] server_args=ServerArgs(model_path='/root/model/nh8b', "
-               "disable_radix_cache={radix}, mamba_radix_cache_strategy='{strategy}', cuda_graph_max_bs_decode=256)")
+               "disable_radix_cache={radix}, mamba_radix_cache_strategy='{strategy}', "
+               "cuda_graph_max_bs_decode=256)")
 # Later in the same run's log, as its last Decode line (the real log ends before the next one came).
-NEXT_DECODE = ("[2026-12-06 04:49:31.520] Decode batch, #running-req: 182, #full token: 99811, full token usage: 0.03, "
-               "mamba num: 364, mamba usage: 0.67, cuda graph: True, gen throughput (token/s): 1401.20, #queue-req: 182")
+NEXT_DECODE = ("[2026-12-06 04:49:31.520] Decode batch, #running-req: 182, #full token: 99811, full token usage: "
+               "0.03, mamba num: 364, mamba usage: 0.67, cuda graph: True, gen throughput (token/s): 1401.20, "
+               "#queue-req: 182")
 
 
-def multi_turn_log(tmp_path: Path, strategy: str = "no_buffer", radix: str = "False", cached: int | None = None) -> Path:
+def multi_turn_log(tmp_path: Path, strategy: str = "no_buffer", radix: str = "False",
+                   cached: int | None = None) -> Path:
     """The real log's last lines (one Decode, two Prefill lines of an each_turn run whose prefix cache took 5 tokens
     of 473 and of 196) after a server_args line naming its strategy, the two Prefill lines five times over (the
     batches of the 0.72 s to the next Decode line: about 1,000 tokens generated against 3,295 prefilled); `cached`
@@ -98,7 +101,8 @@ def test_a_cache_that_kept_the_histories_is_off_or_had_none_to_keep_is_not():
 
 CURRENT = ("[2026-12-06 04:45:10.512] KV cache pool is full. Retract requests. #retracted_reqs: 7, "
            "#new_tokens_gained: 6134, #mamba_num_gained: 21, #new_token_ratio: 0.4200 -> 0.5731")
-SGLANG_04 = "[2026-12-06 04:45:12.000] Decode out of memory happened. #retracted_reqs: 1, #new_token_ratio: 0.5731 -> 0.6"
+SGLANG_04 = ("[2026-12-06 04:45:12.000] Decode out of memory happened. #retracted_reqs: 1, "
+             "#new_token_ratio: 0.5731 -> 0.6000")
 
 
 def decode(second: int, running: int, usage: float, queue: int) -> str:
