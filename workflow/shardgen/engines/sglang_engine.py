@@ -177,9 +177,9 @@ class SGLangEngine:
             return LogLine(row=row, progress=row["kind"] == "decode" and bool(row["gen_throughput"]))
         facts: dict = {}
         telemetry.parse_startup(line, facts)
-        retraction = telemetry.parse_retraction(line)  # SGLang 0.4's says "Decode out of memory": no death
+        retraction = telemetry.parse_retraction(line)  # SGLang 0.4's said "Decode out of memory": not a death
         return LogLine(facts=facts, settings=telemetry.parse_settings(line), retraction=retraction,
-                       out_of_memory=retraction is None and any(marker in line for marker in OOM_MARKERS))
+                       out_of_memory=not telemetry.RETRACT.search(line) and any(m in line for m in OOM_MARKERS))
 
     def _on_line(self, line: str) -> None:
         reading = self.read_log_line(line)

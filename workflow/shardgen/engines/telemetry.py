@@ -47,6 +47,9 @@ STARTUP = {
 # said "Decode out of memory happened. #retracted_reqs: N, #new_token_ratio: a -> b", with no token count.
 RETRACT = re.compile(r"(?:KV cache pool is full\. Retract requests\.|Decode out of memory happened\.) "
                      r"#retracted_reqs: (?P<requests>\d+)(?:, #new_tokens_gained: (?P<tokens>-?\d+))?")
+# Every tensor-parallel rank's scheduler logs the same retraction, its prefix naming the rank ("[... TP3] "): only
+# rank 0's line (or an untagged one, tp_size 1) counts. Data-parallel ranks (DP<n>) retract each in its own pool.
+OTHER_TP_RANK = re.compile(r"^\[[^\]]* TP(?!0\b)\d+\b")
 
 
 def _ts(text: str) -> datetime:
@@ -77,8 +80,8 @@ def parse_line(line: str) -> dict | None:
 
 
 def parse_retraction(line: str) -> Retraction | None:
-    """A retraction line's requests and the KV tokens they gave back, else None."""
-    if m := RETRACT.search(line):
+    """A retraction line's requests and the KV tokens they gave back, else None (also for another TP rank's copy)."""
+    if (m := RETRACT.search(line)) and not OTHER_TP_RANK.search(line):
         return Retraction(int(m["requests"]), _num(m["tokens"], int))
     return None
 
