@@ -97,6 +97,9 @@ def test_a_cache_that_kept_the_histories_is_off_or_had_none_to_keep_is_not():
     assert diagnose(shard_run(by_turn([(30_000, 24_000), (40_000, 40_500)]))) == []  # 80% and more
     assert diagnose(shard_run(by_turn([(30_000, 0)]), strategy="no_radix")) == []  # off: nothing to serve from
     assert diagnose(shard_run(by_turn([]))) == []  # single turns: nothing shared with a previous turn
+    no_cache = [{**t, "cached_tokens": 0} for t in by_turn([(30_000, 0)])]
+    assert diagnose(shard_run(no_cache, strategy=None)) == []  # the CPU engine: no cache named, none used
+    assert [f.code for f in diagnose(shard_run(by_turn([(30_000, 0)]), strategy=None))] == ["prefix_cache_low"]
 
 
 CURRENT = ("[2026-12-06 04:45:10.512] KV cache pool is full. Retract requests. #retracted_reqs: 7, "

@@ -198,10 +198,12 @@ def _prefix_cache(run: Run) -> list[Finding]:
     later = [t for t in run.prefix_cache_by_turn if t["turn"] > 1 and t["shared_tokens"]]
     shared = sum(t["shared_tokens"] for t in later)
     cached = sum(t["cached_tokens"] or 0 for t in later)
-    if not shared or run.strategy == "no_radix" or cached >= SERVED_GOAL * shared:
-        return []
     prompt = sum(t["prompt_tokens"] or 0 for t in run.prefix_cache_by_turn)
     every = sum(t["cached_tokens"] or 0 for t in run.prefix_cache_by_turn)
+    # off: SGLang's no_radix, or an engine that names no strategy and took nothing from a cache (the CPU engine)
+    cache_on = run.strategy != "no_radix" and (run.strategy is not None or every > 0)
+    if not shared or not cache_on or cached >= SERVED_GOAL * shared:
+        return []
     per_turn = ", ".join(f"turn {t['turn']} {(t['cached_tokens'] or 0) / t['shared_tokens']:.0%}" for t in later)
     return [Finding(
         "prefix_cache_low", f"the prefix cache is on ({run.strategy or 'its strategy not recorded'}) but gave only "

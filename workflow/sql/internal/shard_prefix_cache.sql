@@ -6,15 +6,18 @@
 -- that kept the history could serve. cached_of_shared can pass 1 where the cache also serves a prefix common to
 -- other conversations (a system prompt) beyond the history.
 -- requires: winners
-WITH current_rows AS (
-    SELECT r.*, coalesce(r.prompt_ids, sp.prompt_ids) AS sent_ids  -- turn 1's prompt is its split row's
+WITH mine AS (
+    -- this shard's rows (its conversations' turns are its own: a conversation goes to one shard), read alone so the
+    -- token lists of the other shards' parts stay on disk
+    SELECT r.filename, r.file_row_number, r.conversation_id, r.turn, r.finish_reason, r.prompt_tokens,
+           r.cached_tokens, r.output_ids, coalesce(r.prompt_ids, sp.prompt_ids) AS sent_ids  -- turn 1's: the split's
     FROM parts r JOIN shard_prompts sp ON sp.gen_key = r.base_key
+    WHERE r.shard = $shard
 ), generated AS (
-    SELECT conversation_id, turn, sent_ids, prompt_tokens, cached_tokens FROM current_rows
-    WHERE shard = $shard AND is_generated(finish_reason)
+    SELECT conversation_id, turn, sent_ids, prompt_tokens, cached_tokens FROM mine WHERE is_generated(finish_reason)
 ), history AS (
-    SELECT r.conversation_id, r.turn, list_concat(r.sent_ids, r.output_ids) AS tokens
-    FROM winners w JOIN current_rows r USING (filename, file_row_number)
+    SELECT m.conversation_id, m.turn, list_concat(m.sent_ids, m.output_ids) AS tokens
+    FROM winners w JOIN mine m USING (filename, file_row_number)
 ), shared AS (
     SELECT g.turn, g.prompt_tokens, g.cached_tokens,
            -- the first position where the two differ (list_zip pads the shorter with NULL, never false), else
