@@ -1,10 +1,12 @@
 """A test-only stand-in for the `sglang` package: no GPU, no model. It reproduces what shardgen's adapter must
 cope with: the ServerArgs fields of 0.5.13.post1, 0.5.17 or 0.5.23 (FAKE_SGLANG_VERSION), unknown kwargs refused,
 get_server_info() unusable inside a running loop, duplicate rids refused, dict finish_reason, one event loop
-bound at first use, scheduler log lines written to stderr by a subprocess, and tp_size x dp_size GPUs needed among
-CUDA_VISIBLE_DEVICES (each data-parallel rank running its own max_running_requests)."""
+bound at first use, scheduler log lines written to stderr by a subprocess (retraction warnings among them, in
+SGLang 0.5.17's words), tp_size x dp_size GPUs needed among CUDA_VISIBLE_DEVICES (each data-parallel rank running its
+own max_running_requests), and a prefix cache that reports each request's `cached_tokens`."""
 
 import asyncio
+import collections
 import os
 import subprocess
 import sys
@@ -30,6 +32,9 @@ log(f"max_total_num_tokens=100000, chunked_prefill_size=8192, max_prefill_tokens
 log(f"Prefill batch, #new-seq: {cap}, #new-token: 120, #cached-token: 0, full token usage: 0.01, mamba usage: 0.50, "
     "#running-req: 0, #queue-req: 7, #pending-token: 0, cuda graph: False, input throughput (token/s): 9000.00")
 throughput = sys.argv[2]
+for i in range(int(sys.argv[3])):  # scheduler.py's words when a decode step finds the KV pool full
+    log(f"KV cache pool is full. Retract requests. #retracted_reqs: {i + 1}, #new_tokens_gained: {700 * (i + 1)}, "
+        f"#mamba_num_gained: {3 * (i + 1)}, #new_token_ratio: 0.7000 -> {0.7 + 0.05 * (i + 1):.4f}")
 while True:
     log(f"Decode batch, #running-req: {cap}, #full token: 5000, full token usage: 0.05, mamba num: {2 * cap}, "
         f"mamba usage: 0.66, cuda graph: True, gen throughput (token/s): {throughput}, #queue-req: 3")
@@ -69,7 +74,14 @@ class Engine:
             # a bfloat16 SSM state 1.5x more (half the state's bytes per step)
             bf16 = 1.5 if self.server_args.mamba_ssm_dtype == "bfloat16" else 1
             throughput = f"{10.0 * self.cap * (3 if self.server_args.disable_radix_cache else 1) * bf16:.2f}"
-        self.scheduler = subprocess.Popen([sys.executable, "-c", SCHEDULER, str(self.cap), throughput])
+        # FAKE_SGLANG_RETRACTIONS=n: n retraction lines, the i-th (from 1) taking back i requests and 700 i tokens
+        retractions = os.environ.get("FAKE_SGLANG_RETRACTIONS", "0")
+        self.scheduler = subprocess.Popen([sys.executable, "-c", SCHEDULER, str(self.cap), throughput, retractions])
+        # The prefix cache (unless disable_radix_cache): each finished request's prompt + output, the most recent
+        # FAKE_SGLANG_CACHE_KEEPS of them (unset: all; 0: each evicted before any reuse). A request's cached_tokens
+        # is its longest common prefix with one kept, short of its last token (SGLang always computes that one).
+        keeps = os.environ.get("FAKE_SGLANG_CACHE_KEEPS")
+        self.cache = collections.deque(maxlen=int(keeps) if keeps else None)
         ENGINES.append(self)
         self.seen_rids: set[str] = set()
         self.logprob_args: list[dict] = []  # each request's logprob arguments, as the adapter passed them
@@ -107,7 +119,7 @@ class Engine:
             await asyncio.Event().wait()  # never returns
         await asyncio.sleep(self.latency or 0.002 * (len(input_ids) % 7))
         n = sampling_params["max_new_tokens"]
-        meta = {"id": rid, "prompt_tokens": len(input_ids), "cached_tokens": 0}
+        meta = {"id": rid, "prompt_tokens": len(input_ids), "cached_tokens": self._cached(input_ids)}
         if ABORT_TOKEN in input_ids or (self.abort_every and n_seen % self.abort_every == 0):
             meta.update(completion_tokens=0, finish_reason={"type": "abort", "message": "fake scheduler aborted it",
                                                             "status_code": 500})
@@ -120,6 +132,8 @@ class Engine:
         else:
             output = [(t * 7) % 50 + 100 for t in range(n)]
             meta.update(completion_tokens=n, finish_reason={"type": "length", "length": n})
+        if not self.server_args.disable_radix_cache:
+            self.cache.append(list(input_ids) + output)
         if return_logprob:  # one entry per generated token, the matched stop token included; no token texts
             chosen = [*output, *([stops[-1]] if meta["finish_reason"]["type"] == "stop" else [])]
             lps = [-0.25 * (i % 4) - 0.05 for i in range(len(chosen))]
@@ -128,6 +142,12 @@ class Engine:
                 [(lp, t, None), *((lp - 1.0 - j, 1000 + j, None) for j in range((top_logprobs_num or 0) - 1))]
                 if top_logprobs_num else None for lp, t in zip(lps, chosen)]
         return {"text": " ".join(map(str, output)), "output_ids": output, "meta_info": meta}
+
+    def _cached(self, input_ids: list[int]) -> int:
+        if self.server_args.disable_radix_cache or not input_ids:
+            return 0
+        return min(len(input_ids) - 1, max((len(os.path.commonprefix([input_ids, kept])) for kept in self.cache),
+                                           default=0))
 
     def generate(self, input_ids=None, sampling_params=None, **_):
         """Engine.generate(list): every item at once, results in input order."""

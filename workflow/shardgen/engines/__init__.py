@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Protocol
 
 from shardgen import sampling
+from shardgen.engines.retractions import Retraction
 from shardgen.engines.scoring import ScoreRequest, Scores
 
 
@@ -80,6 +81,7 @@ class LogLine:
     row: dict | None = None  # a telemetry row (tables.TELEMETRY), for a line that reports a batch
     progress: bool = False  # the engine generated tokens: the watchdog's sign of life between completions
     out_of_memory: bool = False
+    retraction: Retraction | None = None  # requests taken back for KV room, to be prefilled again (retractions.py)
     facts: dict = field(default_factory=dict)  # pool sizes reported at start-up (EngineInfo.startup's keys)
     settings: RunSettings | None = None  # the settings a start-up line says the engine runs with
 
@@ -153,8 +155,8 @@ class Backend(Engine, Protocol):
 
     @classmethod
     def read_log_line(cls, line: str) -> LogLine:
-        """What one line of this engine's log says: telemetry, start-up facts, progress, out of memory. The
-        watchdog and `shardgen diagnose` read a log only through this."""
+        """What one line of this engine's log says: telemetry, start-up facts, progress, out of memory, a
+        retraction. The watchdog, the engine's done record and `shardgen diagnose` read a log only through this."""
 
 
 class Tunable(Protocol):
@@ -196,9 +198,7 @@ def check_sampling(backend: str, values: dict, where: str) -> None:
 def request_sampling(backend: str, values: dict) -> dict:
     """A request's sampling as `backend` takes it: the fields it cannot apply left out (check_sampling let them
     through only at their neutral value). An engine outside the registry (a test's fake) takes them all."""
-    if backend not in BACKENDS:
-        return values
-    left_out = _left_out(BACKENDS[backend])
+    left_out = _left_out(BACKENDS[backend]) if backend in BACKENDS else frozenset()
     return {k: v for k, v in values.items() if k not in left_out}
 
 

@@ -14,22 +14,22 @@ from pathlib import Path
 
 from shardgen.capture import Capture
 from shardgen.config_sections import EngineConfig
-from shardgen.engines import (EngineInfo, LogLine, Request, Result, mamba_auto, sglang_running_cap, sglang_tune,
-                              telemetry)
+from shardgen.engines import (EngineInfo, LogLine, Request, Result, mamba_auto, sglang_running_cap, sglang_scoring,
+                              sglang_tune, telemetry)
 from shardgen.engines.sglang_settings import mamba_strategy, with_mamba_strategy
 from shardgen.engines.kernel_cache import point_caches
 from shardgen.engines.logtap import LogTap
+from shardgen.engines.retractions import Retractions
 from shardgen.engines.sglang_args import build_server_args, resolved_value, run_settings, server_arg_names
 from shardgen.engines.sglang_results import request_capture_args, result_of
 from shardgen.engines.sglang_versions import GRAPH_LIMIT_FIELDS, STRATEGY_FIELDS, untested
-from shardgen.engines import sglang_scoring
 from shardgen.engines.scoring import ScoreRequest, Scores
 
 log = logging.getLogger(__name__)
 RESOLVED_KEYS = ("max_running_requests", "max_total_tokens", "mem_fraction_static", "chunked_prefill_size",
                  "max_prefill_tokens", "disable_radix_cache", "disable_overlap_schedule", *STRATEGY_FIELDS,
-                 "mamba_full_memory_ratio", "max_mamba_cache_size", "mamba_ssm_dtype", "kv_cache_dtype",
-                 *GRAPH_LIMIT_FIELDS, "attention_backend", "page_size", "random_seed", "tp_size", "dp_size", "dtype",
+                 "mamba_full_memory_ratio", "max_mamba_cache_size", "mamba_ssm_dtype", "kv_cache_dtype", "dtype",
+                 *GRAPH_LIMIT_FIELDS, "attention_backend", "page_size", "random_seed", "tp_size", "dp_size",
                  "load_format", "schedule_policy", "version")
 SSM_STATE_DEFAULT = "float32"  # SGLang's SSM-state dtype when neither the model's config nor mamba_ssm_dtype sets one
 OOM_MARKERS = ("CUDA out of memory", "OutOfMemoryError", "out of memory")  # torch's words, and SGLang's
@@ -64,11 +64,9 @@ class SGLangEngine:
             engine = self._limit_prefill(engine, model_config, gpu_mib)
         self.args = build_server_args(engine, str(model.path), names, version, seed=config.seed,
                                       trust_remote_code=model.trust_remote_code)
-        self.stop_ids = model.stop_token_ids
-        self.extra_sampling = extra_sampling or {}
-        self.capture = Capture.of(config)
-        self.startup: dict = {}
-        self.watchdog = watchdog
+        self.stop_ids, self.extra_sampling = model.stop_token_ids, extra_sampling or {}
+        self.capture, self.watchdog, self.startup = Capture.of(config), watchdog, {}
+        self.retractions = Retractions()  # what the scheduler's retraction lines say, for the done record
         workdir.mkdir(parents=True, exist_ok=True)
         self.telemetry = telemetry.TelemetryWriter(workdir)
         self.tap = LogTap(self._on_line)
@@ -175,25 +173,27 @@ class SGLangEngine:
     @classmethod
     def read_log_line(cls, line: str) -> LogLine:
         """A scheduler's batch line is a telemetry row, and progress where its decode generated tokens; else a
-        start-up line's pool sizes or settings, or an out-of-memory error."""
+        retraction, a start-up line's pool sizes or settings, or an out-of-memory error."""
         if row := telemetry.parse_line(line):
             return LogLine(row=row, progress=row["kind"] == "decode" and bool(row["gen_throughput"]))
         facts: dict = {}
         telemetry.parse_startup(line, facts)
-        return LogLine(facts=facts, settings=telemetry.parse_settings(line),
-                       out_of_memory=any(marker in line for marker in OOM_MARKERS))
+        retraction = telemetry.parse_retraction(line)  # SGLang 0.4's said "Decode out of memory": not a death
+        return LogLine(facts=facts, settings=telemetry.parse_settings(line), retraction=retraction,
+                       out_of_memory=not telemetry.RETRACT.search(line) and any(m in line for m in OOM_MARKERS))
 
     def _on_line(self, line: str) -> None:
         reading = self.read_log_line(line)
         if reading.row:
             self.telemetry.add(reading.row)
         self.startup.update(reading.facts)
+        if reading.retraction:
+            self.retractions.add(reading.retraction)
         if self.watchdog:
             self.watchdog.saw(line, reading)
 
     def run(self, coro):
-        loop = getattr(self.engine, "loop", None) or asyncio.get_event_loop()
-        return loop.run_until_complete(coro)
+        return (getattr(self.engine, "loop", None) or asyncio.get_event_loop()).run_until_complete(coro)
 
     async def generate(self, request: Request) -> Result:
         sampling = {**request.sampling, "stop_token_ids": self.stop_ids, **self.extra_sampling}
@@ -235,7 +235,6 @@ class SGLangEngine:
     def kill(self) -> None:
         self.flush_telemetry()  # what was seen so far survives
         from sglang.srt.utils import kill_process_tree
-
         kill_process_tree(os.getpid(), include_parent=True)
         os.kill(os.getpid(), signal.SIGKILL)
 
@@ -247,4 +246,5 @@ class SGLangEngine:
         try:
             self.engine.shutdown()
         finally:
-            self._close_taps()
+            self._close_taps()  # every line read: the record gets the run's retractions (its done file's engine)
+            self.info.record["retractions"] = self.retractions.as_dict()

@@ -1,6 +1,6 @@
 """SGLang's scheduler log lines, parsed: periodic "Decode batch"/"Prefill batch" lines become telemetry rows (the
-schema is tables.TELEMETRY), start-up lines become the pool sizes that cap concurrency; and the writer that commits
-the rows as a shard's telemetry parts."""
+schema is tables.TELEMETRY), start-up lines become the pool sizes that cap concurrency, a retraction line a
+Retraction; and the writer that commits the rows as a shard's telemetry parts."""
 
 import re
 import threading
@@ -12,6 +12,7 @@ import pyarrow as pa
 
 from shardgen.atomic import write_table
 from shardgen.engines import RunSettings
+from shardgen.engines.retractions import Retraction
 from shardgen.engines.sglang_args import logged_server_args, run_settings
 from shardgen.layout import next_number, telemetry_files, telemetry_path
 from shardgen.tables import TELEMETRY
@@ -39,6 +40,17 @@ STARTUP = {
     "kv": re.compile(r"KV Cache is allocated\. .*?#tokens: (\d+), K size: ([\d.]+) GB, V size: ([\d.]+) GB"),
 }
 
+# The scheduler's warning when a decode step finds the KV pool full (0.5.13.post1 and 0.5.17, scheduler.py): "KV cache
+# pool is full. Retract requests. #retracted_reqs: N, #new_tokens_gained: T[, #mamba_num_gained: M], #new_token_ratio:
+# a -> b". T is the pool's free tokens after minus before: the retracted requests' KV, freed without entering the
+# prefix cache (release_kv_cache(is_insert=False)), plus any cache entries evicted with it. SGLang 0.4 (early 2025)
+# said "Decode out of memory happened. #retracted_reqs: N, #new_token_ratio: a -> b", with no token count.
+RETRACT = re.compile(r"(?:KV cache pool is full\. Retract requests\.|Decode out of memory happened\.) "
+                     r"#retracted_reqs: (?P<requests>\d+)(?:, #new_tokens_gained: (?P<tokens>-?\d+))?")
+# Every tensor-parallel rank's scheduler logs the same retraction, its prefix naming the rank ("[... TP3] "): only
+# rank 0's line (or an untagged one, tp_size 1) counts. Data-parallel ranks (DP<n>) retract each in its own pool.
+OTHER_TP_RANK = re.compile(r"^\[[^\]]* TP(?!0\b)\d+\b")
+
 
 def _ts(text: str) -> datetime:
     fmt = "%Y-%m-%d %H:%M:%S.%f" if "." in text else "%Y-%m-%d %H:%M:%S"
@@ -64,6 +76,13 @@ def parse_line(line: str) -> dict | None:
                 "mamba_usage": _num(m["mamba_use"], float), "cuda_graph": m["graph"] == "True",
                 "gen_throughput": None, "new_seq": int(m["new_seq"]), "new_token": int(m["new_token"]),
                 "cached_token": int(m["cached"]), "input_throughput": float(m["input"])}
+    return None
+
+
+def parse_retraction(line: str) -> Retraction | None:
+    """A retraction line's requests and the KV tokens they gave back, else None (also for another TP rank's copy)."""
+    if (m := RETRACT.search(line)) and not OTHER_TP_RANK.search(line):
+        return Retraction(int(m["requests"]), _num(m["tokens"], int))
     return None
 
 

@@ -114,9 +114,11 @@ def committed_turns(layout: Layout, conversation_ids: set[str]) -> dict[str, dic
 
 def shard_figures(layout: Layout, shard: int) -> dict:
     """The done record's figures of a shard from every shard's parts (a damaged part is quarantined), with its
-    failed prompts (and the engine's message) written to generate/shard-NNN/failed.parquet."""
+    failed prompts (and the engine's message) written to generate/shard-NNN/failed.parquet, and the prefix cache's
+    share per turn index (`prefix_cache_by_turn`: shard_prefix_cache.sql)."""
     con = open_parts(layout)
     con.execute(f"CREATE VIEW shard_prompts AS SELECT * FROM read_parquet({db.quote(layout.split(shard))})")
     with committed(layout.shard_failed(shard)) as tmp:
         con.execute(f"COPY ({db.prepared(con, 'shard_failed')}) TO {db.quote(tmp)} (FORMAT parquet)")
-    return db.query(con, "shard_done", shard=shard)[0]
+    return {**db.query(con, "shard_done", shard=shard)[0],
+            "prefix_cache_by_turn": db.query(con, "shard_prefix_cache", shard=shard)}

@@ -91,7 +91,7 @@ def _run(config: Config, shard_checkpoint: checkpoint.ShardCheckpoint, todo: lis
                                   f"{len(shard_checkpoint.parts())} committed parts in {shard_dir} are intact, and a "
                                   "rerun resumes from them") from err
             attempts.log_event(shard_dir, attempt, "finished", committed=committed)
-            return engine.info.record
+        return engine.info.record  # read once it is closed: the engine adds its run's retractions to it then
 
 
 def generate_shard(config: Config, shard: int, done_path: Path, retry_limit: int | None = None) -> dict:

@@ -1,11 +1,17 @@
 """The rules: what limits a run's throughput, each finding with its evidence lines and the settings to change.
 Findings: mamba_pool_bound, kv_bound, running_cap_bound, feeder_bound, cuda_graph_uncovered, compute_saturated,
-prefill_heavy, retractions."""
+prefill_heavy, retractions, prefix_cache_low."""
 
 from dataclasses import dataclass, field
 
+from shardgen.engines import sglang_advice
 from shardgen.report import efficiency
 from shardgen.report.diagnose_run import Run
+
+# A prefix cache that is on but takes less than this share of the prompt tokens prefill reads is named where prefill
+# dominates; a shard's later turns are judged against what they share with their previous turn, the cache's goal
+# being at least SERVED_GOAL of it.
+LOW_CACHE_SHARE, SERVED_GOAL = 0.1, 0.8
 
 
 @dataclass
@@ -51,7 +57,7 @@ def diagnose(run: Run, eff: dict | None = None) -> list[Finding]:
                 [f"raise the CUDA-graph decode limit to {top} (engine.args: cuda_graph_max_bs or "
                  "cuda_graph_max_bs_decode); shardgen does it when engine.max_running_requests is set"],
                 _evidence(run, eager)))
-    findings += _saturation(run, steady, eff) + _prefill(run, steady) + _retractions(run)
+    findings += _saturation(run, steady, eff) + _prefill(run, steady) + _retractions(run) + _prefix_cache(run)
     codes = {f.code for f in findings}
     for f in findings:
         if f.code == "running_cap_bound" and "compute_saturated" in codes:
@@ -162,17 +168,70 @@ def _prefill(run: Run, steady: list[int]) -> list[Finding]:
     generated = sum(run.rows[b]["gen_throughput"] * (run.rows[b]["ts"] - run.rows[a]["ts"]).total_seconds()
                     for a, b in zip(decode, decode[1:]))
     prompt_tokens = sum(run.rows[i]["new_token"] for i in prefill)
-    if generated and prompt_tokens > 2 * generated:
-        return [Finding("prefill_heavy", f"{prompt_tokens} prompt tokens were prefilled for ~{generated:.0f} generated:"
-                        " prefill, not decode, takes most of the GPU",
-                        ["a larger chunked_prefill_size / max_prefill_tokens batches prefill better",
-                         "with shared prefixes, keep the prefix cache on (not engine.sglang.mamba_strategy: no_radix)"],
-                        _evidence(run, prefill))]
-    return []
+    if not generated or prompt_tokens <= 2 * generated:
+        return []
+    message = f"{prompt_tokens} prompt tokens were prefilled for ~{generated:.0f} generated: prefill, not decode, " \
+              "takes most of the GPU"
+    advice = ["a larger chunked_prefill_size / max_prefill_tokens batches prefill better"]
+    cached = sum(run.rows[i].get("cached_token") or 0 for i in prefill)
+    share = cached / (cached + prompt_tokens)
+    if run.strategy not in (None, "no_radix") and share < LOW_CACHE_SHARE:
+        message += (f"; the prefix cache is on ({run.strategy}) but gave only {cached} of the {cached + prompt_tokens}"
+                    f" prompt tokens ({share:.1%})")
+        advice += ["if the prompts share prefixes (each_turn conversations, a long system prompt), the cache evicts "
+                   "them before they are reused: " + _KEEP_HISTORIES,
+                   sglang_advice.prefix_cache_off(run.settings.mamba_slots_per_request)]
+    else:
+        advice.append("with shared prefixes, keep the prefix cache on (not engine.sglang.mamba_strategy: no_radix)")
+    return [Finding("prefill_heavy", message, advice, _evidence(run, prefill))]
+
+
+# Fewer conversations in flight, or more KV memory, keep the histories the cache holds between turns.
+_KEEP_HISTORIES = ("fewer in flight keep them (lower engine.max_running_requests, or engine.inflight: the driver "
+                   "keeps inflight x the cap in flight, a conversation holding its place from turn to turn), or "
+                   "more KV room does (raise engine.memory_share)")
+
+
+def _prefix_cache(run: Run) -> list[Finding]:
+    """A shard's later turns resend their conversation's history (the done file's prefix_cache_by_turn): a prefix
+    cache that is on but gave less than SERVED_GOAL of the tokens they share with their previous turn."""
+    later = [t for t in run.prefix_cache_by_turn if t["turn"] > 1 and t["shared_tokens"]]
+    shared = sum(t["shared_tokens"] for t in later)
+    cached = sum(t["cached_tokens"] or 0 for t in later)
+    prompt = sum(t["prompt_tokens"] or 0 for t in run.prefix_cache_by_turn)
+    every = sum(t["cached_tokens"] or 0 for t in run.prefix_cache_by_turn)
+    # off: SGLang's no_radix, or an engine that names no strategy and took nothing from a cache (the CPU engine)
+    cache_on = run.strategy != "no_radix" and (run.strategy is not None or every > 0)
+    if not shared or not cache_on or cached >= SERVED_GOAL * shared:
+        return []
+    per_turn = ", ".join(f"turn {t['turn']} {(t['cached_tokens'] or 0) / t['shared_tokens']:.0%}" for t in later)
+    return [Finding(
+        "prefix_cache_low", f"the prefix cache is on ({run.strategy or 'its strategy not recorded'}) but gave only "
+        f"{cached} of the {shared} tokens later turns share with their conversation's previous turn "
+        f"({cached / shared:.0%}; {per_turn}), {every} of all {prompt} prompt tokens "
+        f"({every / prompt if prompt else 0:.1%}): it evicted histories before their next turn came, and they were "
+        f"prefilled again", ["keep the histories: " + _KEEP_HISTORIES],
+        [f"prefix_cache_by_turn: {t}" for t in later[:3]])]
 
 
 def _retractions(run: Run) -> list[Finding]:
-    if not run.retractions:
+    """Requests the engine took back because its KV pool was full: each is prefilled again when readmitted."""
+    tally = run.retracted
+    events = tally.events if tally and tally.events else len(run.retractions)
+    if not events:
         return []
-    return [Finding("retractions", f"{len(run.retractions)} retraction lines: requests were evicted and redone",
-                    ["lower max_running_requests or raise engine.memory_share"], run.retractions[:3])]
+    said = [f"{tally.requests} requests"] if tally and tally.events else []
+    if tally and tally.events > tally.uncounted:
+        counted = f" (as {tally.events - tally.uncounted} of the {tally.events} lines say)" if tally.uncounted else ""
+        estimate = "; with the prefix cache on, an estimate" if run.strategy not in (None, "no_radix") else ""
+        said.append(f"{tally.tokens} tokens of KV given back{counted}: their prompts and what they had generated, "
+                    f"prefilled again when readmitted{estimate}")
+    cost = f" ({', '.join(said)})" if said else ""
+    full = [r["running"] for r in run.rows if r["kind"] == "decode" and r["queue"] and r["full_token_usage"] >= 0.95]
+    held = f"; with the pool full and requests waiting, running fell to {min(full)}" if full else ""
+    advice = [f"lower engine.max_running_requests to about {min(full)}, what the full KV pool held"
+              if full else "lower engine.max_running_requests so the running requests' KV fits the pool",
+              "or give KV more room: raise engine.memory_share, or lower max_new_tokens"]
+    evidence = run.retractions[:3] or ([f"engine.retractions: {tally.as_dict()}"] if tally else [])
+    return [Finding("retractions", f"the KV pool filled and the engine retracted running requests {events} times"
+                    + cost + held, advice, evidence)]

@@ -1,17 +1,15 @@
 """What a diagnosis reads from one engine run: the telemetry rows (an engine log's batch lines as its backend reads
-them, or a shard's telemetry parts), the start-up pool sizes, the settings it ran with, and the log lines behind
-each row (evidence)."""
+them, or a shard's telemetry parts), the start-up pool sizes, the settings it ran with, the log lines behind
+each row (evidence), its retractions, and a shard's prefix cache per turn (its done file)."""
 
 import json
-import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from shardgen.engines import DEFAULT_BACKEND, RunSettings, backend, info_from_record
+from shardgen.engines.retractions import Retractions
 from shardgen.generate import checkpoint
 from shardgen.layout import Layout, telemetry_glob
-
-RETRACT = re.compile(r"retract", re.IGNORECASE)
 
 
 @dataclass
@@ -21,8 +19,11 @@ class Run:
     lines: dict[int, str]  # row index -> the log line it came from (for evidence)
     facts: dict
     settings: RunSettings
-    retractions: list[str]
+    retractions: list[str]  # the retraction lines of a log (evidence)
     gpu: str | None = None  # the GPU's name where the run recorded it (a shard's done file)
+    # the retractions added up (a log's lines, or a shard's done file); None where the run recorded none
+    retracted: Retractions | None = None
+    prefix_cache_by_turn: list[dict] = field(default_factory=list)  # a shard's done file (shard_prefix_cache.sql)
 
     @property
     def strategy(self) -> str | None:
@@ -36,7 +37,7 @@ class Run:
 def read_log(path: Path, engine: str = DEFAULT_BACKEND) -> Run:
     """A log of an `engine` backend's engine, read line by line by that backend."""
     read_line = backend(engine).read_log_line
-    rows, lines, facts, settings, retractions = [], {}, {}, RunSettings(), []
+    rows, lines, facts, settings, retractions, retracted = [], {}, {}, RunSettings(), [], Retractions()
     for line in path.read_text(errors="replace").splitlines():
         reading = read_line(line)
         if reading.row:
@@ -46,23 +47,25 @@ def read_log(path: Path, engine: str = DEFAULT_BACKEND) -> Run:
         facts.update(reading.facts)
         if reading.settings is not None:
             settings = reading.settings
-        elif RETRACT.search(line):
+        elif reading.retraction is not None:
             retractions.append(line.strip())
-    return Run(rows, lines, facts, settings, retractions)
+            retracted.add(reading.retraction)
+    return Run(rows, lines, facts, settings, retractions, retracted=retracted)
 
 
 def read_shard(shard_dir: Path) -> Run:
     import duckdb
 
     rows = duckdb.sql(f"SELECT * FROM '{telemetry_glob(shard_dir)}' WHERE kind <> 'client' ORDER BY ts").df()
-    record = checkpoint.read_done(Layout.done_of(shard_dir))["engine"]
+    done = checkpoint.read_done(Layout.done_of(shard_dir))
+    record, by_turn = done["engine"], done.get("prefix_cache_by_turn") or []
     info = info_from_record(record) if record else None
     records = rows.to_dict("records")
     lines = {i: json.dumps({k: v for k, v in r.items() if v == v and v is not None}, default=str)
              for i, r in enumerate(records)}
     if info is None:  # no engine started (nothing was left to generate)
-        return Run(records, lines, {}, RunSettings(), [])
-    return Run(records, lines, info.startup, info.settings, [], info.gpu_name)
+        return Run(records, lines, {}, RunSettings(), [], prefix_cache_by_turn=by_turn)
+    return Run(records, lines, info.startup, info.settings, [], info.gpu_name, Retractions.of_record(record), by_turn)
 
 
 def read(path: Path, engine: str = DEFAULT_BACKEND) -> Run:
