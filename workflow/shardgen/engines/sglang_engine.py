@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from shardgen.capture import Capture
-from shardgen.config_sections import EngineConfig
+from shardgen.config.sections import EngineConfig
 from shardgen.engines import (EngineInfo, LogLine, Request, Result, mamba_auto, sglang_running_cap, sglang_tune,
                               telemetry)
 from shardgen.engines.sglang_settings import mamba_strategy, with_mamba_strategy

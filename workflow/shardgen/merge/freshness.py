@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 from shardgen import ShardgenError
 from shardgen.config import Config
 from shardgen.keys import gen_key_of
-from shardgen.target_model import ModelInfo
+from shardgen.model.target import ModelInfo
 
 
 class StaleError(ShardgenError, RuntimeError):

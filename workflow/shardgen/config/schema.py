@@ -45,7 +45,7 @@ def schema() -> dict:
 
 
 def _after_max_new_tokens(properties: dict, fields: dict) -> dict:
-    """The keys in README's order (config_doc renders them in the schema's)."""
+    """The keys in README's order (config.doc renders them in the schema's)."""
     return {"max_new_tokens": properties.pop("max_new_tokens"), **fields, **properties}
 
 
