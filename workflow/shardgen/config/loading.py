@@ -3,7 +3,7 @@
 import hashlib
 import json
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 
@@ -119,8 +119,16 @@ class Config:
         """Engines the node runs at once: one per engine.gpus_per_engine GPUs, at least one."""
         return max(1, self.gpus // self.engine.gpus_per_engine)
 
-    def with_engine(self, engine: dict) -> "Config":
-        return Config.from_dict({**self.raw, "engine": engine})
+    def with_engine(self, section: dict) -> "Config":
+        """This config with an engine section spelled as a file spells it (a tune plan's settings), validated with
+        the rest as where a config is read."""
+        return Config.from_dict({**self.raw, "engine": section})
+
+    def with_engine_config(self, engine: EngineConfig) -> "Config":
+        """This config with a typed engine section (a restart's `Backend.after_oom`: a replace on the frozen section
+        of this config, whose values were validated where it was read): nothing is validated again. `raw` (what
+        the resolved file and plans record) holds the same values."""
+        return replace(self, engine=engine, raw={**self.raw, "engine": {**self.raw["engine"], **engine.as_dict()}})
 
     def sampling_for(self, source: SourceConfig, served: dict) -> dict:
         """`served`: the model's sampling as served (model.target.ModelInfo.served_sampling); a value of it that the

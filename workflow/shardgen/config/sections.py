@@ -75,7 +75,7 @@ class EngineConfig(Section):
         return {**raw, "backend_settings": raw.get(raw["backend"], {})}
 
     def as_dict(self) -> dict:
-        """The section as the configuration spells it (what Config.with_engine takes back)."""
+        """The section as the configuration spells it (what Config.with_engine takes back, validating it)."""
         section = asdict(self)
         if own := section.pop("backend_settings"):  # a backend without settings of its own has no section
             section[self.backend] = own
