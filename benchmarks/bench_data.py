@@ -14,7 +14,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from shardgen import tables
+from shardgen.store import tables
 from shardgen.layout import Layout, part_path, prompt_table
 
 WORDS = (Path(__file__).resolve().parent.parent / "config" / "demo" / "corpus.txt").read_text().split()

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from shardgen import tables
+from shardgen.store import tables
 from shardgen.prompts.formats import conversation
 from shardgen.keys import gen_key, gen_key_of, prompt_id
 from shardgen.sampling import FIELDS
-from shardgen.target_model import ModelInfo
+from shardgen.model.target import ModelInfo
 
 BATCH = 2048
 

@@ -37,7 +37,7 @@ import pyarrow.parquet as pq
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from variable_length import prepare_inputs  # noqa: E402
 
-from shardgen import tables  # noqa: E402
+from shardgen.store import tables  # noqa: E402
 from shardgen.capture import Capture  # noqa: E402
 from shardgen.config import Config  # noqa: E402
 from shardgen.engines.sglang_results import capture_args, result_of  # noqa: E402

@@ -76,7 +76,7 @@ TOKENIZERS = {"demo": "demo (2,048)", "bpe": "bpe (131,072)"}
 
 def bench_prompts(args, work: Path) -> Iterator[dict]:
     """One entry per tokenizer, yielded as it is measured (the caller saves each: a run cut short keeps them)."""
-    from shardgen.demo_model import build
+    from shardgen.model.demo import build
 
     demo = build(work / "demo-model", CORPUS)
     source = write_source(work / "source.jsonl", args.rows)
@@ -108,7 +108,7 @@ def bench_scale(args, work: Path, rows: int) -> dict:
     from shardgen.layout import Layout
 
     base = work / f"scale-{rows}"
-    from shardgen.demo_model import build
+    from shardgen.model.demo import build
 
     model = (build(work / "demo-model", CORPUS) if not (work / "demo-model" / "config.json").exists()
              else work / "demo-model")

@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from variable_length import prepare_inputs  # noqa: E402
 
 from shardgen.config import Config  # noqa: E402
-from shardgen.target_model import ModelInfo  # noqa: E402
+from shardgen.model.target import ModelInfo  # noqa: E402
 
 
 def burst(engine, rows: list[dict], max_new: int) -> float:

@@ -24,7 +24,7 @@ from pathlib import Path
 from shardgen.config import Config
 from shardgen.generate.driver import run_prompts, window
 from shardgen.engines.session import open_engine
-from shardgen.target_model import ModelInfo
+from shardgen.model.target import ModelInfo
 from shardgen.tune.measure import metrics
 
 PROMPTS = Path(__file__).parent / "data" / "prompts.jsonl"

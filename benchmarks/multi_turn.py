@@ -39,7 +39,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import yaml
-from shardgen import tables
+from shardgen.store import tables
 from shardgen.config import Config
 from shardgen.layout import ATTEMPTS, Layout
 from shardgen.prompts.stage import build_prompts

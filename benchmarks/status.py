@@ -21,7 +21,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from shardgen import tables
+from shardgen.store import tables
 from shardgen.config import Config
 from shardgen.generate.attempts import log_event, start_attempt
 from shardgen.layout import Layout, telemetry_path

@@ -31,10 +31,10 @@ import duckdb
 import pyarrow.parquet as pq
 import yaml
 
-from shardgen import db, tables
+from shardgen.store import db, tables
 from shardgen.config import Config
 from shardgen.layout import ATTEMPTS, Layout, parts_glob, telemetry_glob
-from shardgen.target_model import ModelInfo
+from shardgen.model.target import ModelInfo
 
 SOURCES = [  # name, rows, max_new_tokens: config/config.yaml's order
     ("reasoning", 30, 3072), ("web", 60, 1536), ("code", 200, 768), ("chat", 2400, 256)]

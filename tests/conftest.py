@@ -19,7 +19,7 @@ QWEN3 = REPO / "tests" / "data" / "qwen3"  # Qwen3's own tokenizer, template and
 
 @pytest.fixture(scope="session")
 def demo_model(tmp_path_factory) -> Path:
-    from shardgen.demo_model import build
+    from shardgen.model.demo import build
 
     return build(tmp_path_factory.mktemp("model") / "demo-model", DEMO / "corpus.txt")
 

@@ -8,7 +8,7 @@ import json
 import pyarrow.parquet as pq
 import pytest
 
-from shardgen import tables
+from shardgen.store import tables
 from shardgen.audit import audit
 from shardgen.cli import main
 from shardgen.config import ConfigError

@@ -86,7 +86,7 @@ def test_numerics_changes_are_judged_against_the_model(tmp_path, args, model_sta
 def test_the_cpu_engine_records_the_dtypes_it_runs_with(make_config, tmp_path, dtype, expected):
     from shardgen.engines.transformers_engine import TransformersEngine
     from shardgen.merge.provenance import engine_numerics
-    from shardgen.target_model import ModelInfo
+    from shardgen.model.target import ModelInfo
 
     config = make_config([{"name": "s", "path": "x.jsonl", "format": "prompt"}], engine={"args": {"dtype": dtype}})
     model = ModelInfo.from_config(config.model)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import shardgen
-from shardgen import config_schema
+from shardgen.config import schema as config_schema
 from shardgen.config import Config, ConfigError
 from shardgen.engines import BACKENDS, LogLine, Registration, backend
 from shardgen.engines.watchdog import Watchdog

@@ -6,7 +6,7 @@ import pytest
 
 from shardgen.config import Config
 from shardgen.engines.kernel_cache import CACHE_VARS, resolve
-from shardgen.target_model import ModelInfo
+from shardgen.model.target import ModelInfo
 
 
 

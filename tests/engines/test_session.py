@@ -7,7 +7,7 @@ import pytest
 
 from shardgen.config import Config
 from shardgen.engines.session import open_engine
-from shardgen.target_model import ModelInfo
+from shardgen.model.target import ModelInfo
 
 
 

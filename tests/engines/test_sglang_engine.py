@@ -13,7 +13,7 @@ from shardgen.config import Config, ConfigError
 from shardgen.engines.sglang_args import build_server_args, logged_server_args, run_settings
 from shardgen.layout import Layout
 from shardgen.prompts.stage import build_prompts
-from shardgen.target_model import ModelInfo
+from shardgen.model.target import ModelInfo
 from shardgen.prompts.split import split
 
 from helpers import SGLANG_VERSIONS, run_generate, server_arg_fields

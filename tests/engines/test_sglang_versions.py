@@ -77,7 +77,7 @@ def test_the_sizing_of_auto_passes_arguments_that_version_has(fake_sglang, demo_
     """`auto` on single turns (no_radix, a sized cap) and on each_turn conversations (no_buffer, a sized state pool
     and prefill bound), through the adapter on the fake SGLang of `version`, which refuses any other field."""
     from shardgen.engines.sglang_engine import SGLangEngine
-    from shardgen.target_model import ModelInfo
+    from shardgen.model.target import ModelInfo
 
     monkeypatch.setenv("FAKE_SGLANG_VERSION", version)
     monkeypatch.setenv("FAKE_SGLANG_GPU_MIB", "81559")

@@ -12,7 +12,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from shardgen import db, tables
+from shardgen.store import db, tables
 from shardgen.generate import checkpoint
 from shardgen.config import ConfigError
 from shardgen.merge.dataset import merge

@@ -3,7 +3,7 @@ from datetime import datetime, timedelta, timezone
 import duckdb
 import pyarrow.parquet as pq
 
-from shardgen import tables
+from shardgen.store import tables
 from shardgen.generate.checkpoint import PartWriter, outcomes
 from shardgen.layout import Layout
 

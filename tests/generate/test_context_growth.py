@@ -5,14 +5,14 @@ import logging
 
 import pytest
 
-from shardgen import db
+from shardgen.store import db
 from shardgen.generate import checkpoint
 from shardgen.generate.shard import generate_shard
 from shardgen.layout import Layout
 from shardgen.prompts.split import split
 from shardgen.prompts.stage import build_prompts
 from shardgen.report.status import status
-from shardgen.target_model import ModelInfo
+from shardgen.model.target import ModelInfo
 
 from helpers import part_rows
 

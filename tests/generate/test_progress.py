@@ -4,7 +4,7 @@ kill; no "None" on screen."""
 
 import pytest
 
-from shardgen import db
+from shardgen.store import db
 from shardgen.cli import main
 from shardgen.generate import checkpoint, driver
 from shardgen.generate.reset import reset_shard

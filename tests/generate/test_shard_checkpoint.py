@@ -14,7 +14,7 @@ import pytest
 
 import shardgen
 from helpers import stage
-from shardgen import tables
+from shardgen.store import tables
 from shardgen.generate import checkpoint
 from shardgen.generate.checkpoint import ShardBusy, ShardCheckpoint
 from shardgen.layout import Layout, part_path

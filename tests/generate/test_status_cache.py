@@ -10,7 +10,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from shardgen import db
+from shardgen.store import db
 from shardgen.generate import checkpoint, checkpoint_cache, checkpoint_db, checkpoint_parts, progress
 from shardgen.generate.checkpoint import PartWriter, quarantine
 from shardgen.layout import Layout, part_files

@@ -115,7 +115,7 @@ def test_without_reasoning_tags_nothing_is_split(demo_model, tmp_path):
 def test_the_manifest_names_what_made_the_tokens(scripted):
     _, (config, layout, _, _) = scripted
     from shardgen.merge.provenance import provenance
-    from shardgen.target_model import ModelInfo
+    from shardgen.model.target import ModelInfo
 
     manifest = json.loads(layout.export("manifest.json").read_text())
     assert manifest["model"]["template"] == ModelInfo.from_config(config.model).fingerprint["template"]

@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from shardgen import tables
+from shardgen.store import tables
 from shardgen.generate import checkpoint
 from shardgen.merge.exports import EXPORTS, write_exports
 from shardgen.layout import Layout

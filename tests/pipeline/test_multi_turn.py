@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 from shardgen.prompts.formats import RowError, conversation
 from shardgen.layout import Layout
-from shardgen.target_model import ModelInfo
+from shardgen.model.target import ModelInfo
 from shardgen.prompts.stage import build_prompts
 from shardgen.prompts.split import split
 from helpers import committed, generate
@@ -106,7 +106,7 @@ def test_each_turn_regenerates_on_its_own_answers_and_accounts_every_turn(multi)
     assert all(len(s) == 1 for s in shards.values()), "a conversation spans two shards"
     ended = [r for r in parts if r["finish_reason"] == "context_exhausted"]
     assert len(ended) == 1 and ended[0]["turn"] == 3 and "context_length 2048" in ended[0]["error"]
-    from shardgen import db
+    from shardgen.store import db
     from shardgen.generate import checkpoint
 
     con = checkpoint.connect(layout)

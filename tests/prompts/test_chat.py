@@ -2,8 +2,8 @@
 
 import pytest
 
-from shardgen.prompts.chat import ChatEncoder
-from shardgen.target_model import ModelInfo
+from shardgen.model.chat import ChatEncoder
+from shardgen.model.target import ModelInfo
 
 CONVERSATIONS = [
     [{"role": "user", "content": "What is 2 + 2?"}],
@@ -55,7 +55,7 @@ def test_a_portable_encoder_is_built_without_the_transformers_tokenizer_or_torch
     spec = tmp_path / "chat.pickle"
     spec.write_bytes(pickle.dumps(ModelInfo(demo_model).chat.portable()))
     loaded = subprocess.run([sys.executable, "-c", (
-        "import pickle, sys; from shardgen.prompts.chat import ChatEncoder; "
+        "import pickle, sys; from shardgen.model.chat import ChatEncoder; "
         f"ChatEncoder.from_portable(pickle.loads(open({str(spec)!r}, 'rb').read())).encode([[{{'role': 'user', "
         "'content': 'hi'}]], {}); "
         "print(sorted(m for m in ('torch', 'transformers.tokenization_utils_base') if m in sys.modules))")],

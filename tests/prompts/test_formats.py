@@ -75,7 +75,7 @@ def test_bad_rows_are_rejected_with_a_reason(row, fmt, reason):
 
 
 def test_the_format_list_is_defined_once_in_formats():
-    from shardgen.config_schema import schema
+    from shardgen.config.schema import schema
     from shardgen.prompts.formats import FORMATS
 
     enum = schema()["properties"]["sources"]["items"]["properties"]["format"]["enum"]
@@ -84,12 +84,12 @@ def test_the_format_list_is_defined_once_in_formats():
 
 def test_readme_configuration_table_and_formats_are_the_generated_ones():
     from conftest import REPO
-    from shardgen.config_doc import formats_text, key_table
+    from shardgen.config.doc import formats_text, key_table
 
     readme = (REPO / "README.md").read_text()
     section = readme[readme.index("## Configuration"):readme.index("## Outputs")]
     table = "\n".join(line for line in section.splitlines() if line.startswith("|"))
-    assert table == key_table(), "README's key table differs from the schema: paste `python -m shardgen.config_doc`"
+    assert table == key_table(), "README's key table differs from the schema: paste `python -m shardgen.config.doc`"
     assert formats_text() in section
 
 

@@ -3,7 +3,7 @@ order, with a bounded number in flight."""
 
 from shardgen.prompts import pool, sources
 from shardgen.prompts.sources import open_source
-from shardgen.target_model import ModelInfo
+from shardgen.model.target import ModelInfo
 
 
 def test_worker_results_are_the_in_process_ones_in_input_order(make_config, write_jsonl, monkeypatch):

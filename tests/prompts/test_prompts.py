@@ -4,7 +4,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from shardgen.keys import prompt_id
-from shardgen.target_model import ModelError, ModelInfo
+from shardgen.model.target import ModelError, ModelInfo
 from shardgen.prompts.stage import build_prompts
 
 from helpers import run
@@ -182,7 +182,7 @@ def test_listed_sampling_gives_each_prompt_one_value_by_its_prompt_id(make_confi
     ("top_k", [5, "x"], r"top_k\[1\]", "is not of type 'integer'"),
     ("top_p", [0.5, 2], r"top_p\[1\]", "is greater than the maximum")])
 def test_a_bad_sampling_list_fails_validation_naming_the_key(make_config, key, value, where, message):
-    from shardgen.config_schema import ConfigError
+    from shardgen.config.schema import ConfigError
 
     with pytest.raises(ConfigError, match=rf"sources\[0\]\.sampling\.{where}: .*{message}"):
         make_config([{"name": "a", "path": "a.jsonl", "format": "query_response", "sampling": {key: value}}])

@@ -96,7 +96,7 @@ def test_local_hf_dataset_folder_is_read_offline_in_arrow_chunks(monkeypatch):
 def test_hub_dataset_that_cannot_load_offline():
     # huggingface_hub reads HF_HUB_OFFLINE at import: a fresh interpreter sees it
     code = ("from shardgen.prompts.sources import open_source, SourceError\n"
-            "from shardgen.config_sections import SamplingOverrides, SourceConfig\n"
+            "from shardgen.config.sections import SamplingOverrides, SourceConfig\n"
             f"try:\n    open_source({source(dataset='BAAI/Infinity-Instruct', config='7M')!r})\n"
             "except SourceError as err:\n    print(err)\n")
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}

@@ -3,7 +3,7 @@ legends off the bars."""
 
 import duckdb
 
-from shardgen import db
+from shardgen.store import db
 from shardgen.generate import checkpoint
 
 from shardgen.report import figures

@@ -3,7 +3,7 @@ results folder."""
 
 import pytest
 
-from shardgen import db
+from shardgen.store import db
 from shardgen.generate import checkpoint
 from shardgen.cli import main
 from shardgen.merge.dataset import merge

@@ -5,7 +5,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from shardgen import db, tables
+from shardgen.store import db, tables
 from shardgen.generate import checkpoint
 
 from shardgen.report import figures

@@ -9,7 +9,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from shardgen import db, tables
+from shardgen.store import db, tables
 from shardgen.generate.checkpoint import PartWriter
 from shardgen.layout import Layout
 from shardgen.report.figures import bucket_seconds

@@ -3,7 +3,7 @@ in `generated`) gives one dataset row per generated turn."""
 
 from shardgen.generate import checkpoint
 from shardgen.report.summary import summary
-from shardgen import db
+from shardgen.store import db
 
 from helpers import run_merge, stage
 

@@ -5,9 +5,9 @@ import os
 import duckdb
 import pyarrow as pa
 import pytest
-from shardgen import atomic
+from shardgen.store import atomic
 from shardgen.merge import dataset as merge
-from shardgen.atomic import committed, write_table, write_text
+from shardgen.store.atomic import committed, write_table, write_text
 
 
 @pytest.fixture

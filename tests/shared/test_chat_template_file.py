@@ -4,10 +4,10 @@ line naming it (issue 38, item 6: `ValueError: substring not found` from deep in
 
 import pytest
 
-from shardgen.demo_model import CHAT_TEMPLATE
+from shardgen.model.demo import CHAT_TEMPLATE
 from shardgen.layout import Layout
 from shardgen.prompts.stage import build_prompts
-from shardgen.target_model import ModelError, check_model_folder, template_file
+from shardgen.model.target import ModelError, check_model_folder, template_file
 
 LLAMA_STYLE = ("{{ bos_token }}{% for m in messages %}<|start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"
                "{% endfor %}{% if add_generation_prompt %}<|start|>assistant\n{% endif %}")

@@ -8,7 +8,7 @@ from datetime import datetime, timedelta, timezone
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from shardgen import tables
+from shardgen.store import tables
 from shardgen.config import Config
 from shardgen.generate.attempts import start_attempt
 from shardgen.cli import main

@@ -81,7 +81,7 @@ def _object_keys(node: dict, cls, where: str = "") -> list[str]:
 
 
 def test_every_schema_key_has_a_field_and_every_field_a_schema_key():
-    from shardgen.config_schema import schema
+    from shardgen.config.schema import schema
 
     assert _object_keys(schema(), Config) == []
 

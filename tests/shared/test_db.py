@@ -3,7 +3,7 @@ prerequisites by hand."""
 
 import duckdb
 
-from shardgen import db
+from shardgen.store import db
 from shardgen.generate import checkpoint
 from shardgen.layout import Layout
 

@@ -8,8 +8,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from shardgen import locks
-from shardgen.locks import clear_stale_locks
+from shardgen.store import locks
+from shardgen.store.locks import clear_stale_locks
 
 
 def test_a_live_run_is_named_and_its_locks_are_kept(tmp_path, caplog, monkeypatch, capsys):
@@ -17,7 +17,7 @@ def test_a_live_run_is_named_and_its_locks_are_kept(tmp_path, caplog, monkeypatc
     (state / "locks").mkdir(parents=True)
     (state / "locks" / "0.input.lock").write_text("")
     holder = subprocess.Popen([sys.executable, "-c", (
-        "import sys, time; from pathlib import Path; from shardgen.locks import hold_run_guard\n"
+        "import sys, time; from pathlib import Path; from shardgen.store.locks import hold_run_guard\n"
         f"assert hold_run_guard(Path({str(state)!r})); print('held', flush=True); time.sleep(60)")],
         stdout=subprocess.PIPE, text=True)
     try:
@@ -53,7 +53,7 @@ def test_a_second_run_ends_on_shardgens_word_not_snakemakes_unlock_advice(tmp_pa
     (state / "locks").mkdir(parents=True)
     (state / "locks" / "0.output.lock").write_text("results/prompts/prompts.parquet\n")  # as the live run locks it
     holder = subprocess.Popen([sys.executable, "-c", (
-        "import sys, time; from pathlib import Path; from shardgen.locks import hold_run_guard\n"
+        "import sys, time; from pathlib import Path; from shardgen.store.locks import hold_run_guard\n"
         "assert hold_run_guard(Path('.snakemake')); print('held', flush=True); time.sleep(120)")],
         cwd=work, stdout=subprocess.PIPE, text=True)
     try:

@@ -3,7 +3,7 @@ import shutil
 
 import pytest
 
-from shardgen.target_model import BLOCK, ModelError, weights_digest
+from shardgen.model.target import BLOCK, ModelError, weights_digest
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ from shardgen.report.figures import FIGURES
 from shardgen.layout import SHARD_REGEX, SHARD_WILDCARD as SHARD, Layout, shard_ids
 from shardgen.run_start import prepare_run
 from shardgen.prompts.sources import check_readable
-from shardgen.target_model import check_model_folder, template_file
+from shardgen.model.target import check_model_folder, template_file
 from shardgen.sampling import GENERATION_CONFIG
 
 

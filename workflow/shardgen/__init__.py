@@ -11,5 +11,10 @@ class ShardgenError(Exception):
     (no traceback); anything else is a bug and keeps its traceback."""
 
 
+class ConfigError(ShardgenError, ValueError):
+    """A configuration problem, named by its key path (e.g. `sources[1].format`). Defined here, below the config and
+    the engine registry both, because each raises it about the other's keys."""
+
+
 # The package is installed editable from the repository; schemas and SQL live beside it under workflow/.
 WORKFLOW_DIR = Path(__file__).resolve().parent.parent

@@ -6,7 +6,7 @@ import time
 from pathlib import Path
 
 from shardgen import ShardgenError
-from shardgen.atomic import write_text
+from shardgen.store.atomic import write_text
 from shardgen.config import Config, ConfigError, complete_config, config_path, results_dir_of
 from shardgen.layout import AuditLayout, Layout, TuneLayout, shard_id
 
@@ -49,7 +49,7 @@ class Interrupted(KeyboardInterrupt):
 
 
 def cmd_demo_model(args):
-    from shardgen.demo_model import build
+    from shardgen.model.demo import build
 
     build(Path(args.out), Path(args.corpus), seed=args.seed)
 
@@ -114,7 +114,7 @@ def cmd_report(args):
 
 
 def cmd_query(args):
-    from shardgen import db
+    from shardgen.store import db
 
     results = _results_dir(args)
     if args.list or not args.name:

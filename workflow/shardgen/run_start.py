@@ -6,13 +6,13 @@ import sys
 from shardgen import ShardgenError
 from shardgen.config import Config
 from shardgen.layout import Layout, shard_ids
-from shardgen.locks import clear_stale_locks
 from shardgen.merge import uncaptured
+from shardgen.store.locks import clear_stale_locks
 
 
 def prepare_run(workflow, config: Config) -> None:
     """Snakemake takes its own directory lock right after the parse and refuses to start while a killed run's lock
-    files remain, so they are cleared now, and only when no other run of this workflow is alive (locks.py).
+    files remain, so they are cleared now, and only when no other run of this workflow is alive (store/locks.py).
     The resolved config is written and named in the environment every job's `shardgen` step inherits (on Slurm, a
     job's own parse names it again): the knobs that must not rerun anything reach the steps that way.
     Each shard's parts folder is made: it is the generate rule's input, and it must exist from the first parse on

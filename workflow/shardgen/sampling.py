@@ -6,8 +6,8 @@ the model's own: a source's `sampling` wins, then the config's `defaults`, then 
 then its neutral value (the engines' own no-op, what a model without a generation config is served with). Each
 resolved value is recorded with its origin (ORIGINS) in the prompts rows, the dataset and the manifest.
 
-Everything else is derived from FIELDS: the schema's keys (config_schema), the config sections (config_sections),
-the prompts, part and dataset columns (tables; workflow/sql/dataset.sql selects them by name), the request's
+Everything else is derived from FIELDS: the schema's keys (config.schema), the config sections (config.sections),
+the prompts, part and dataset columns (store.tables; workflow/sql/dataset.sql selects them by name), the request's
 `Sampling` (generate/turns.py), the part row, the gen_key (key_settings) and the provenance. Which fields a backend
 applies is the backend registry's (the backend registry's applies_sampling).
 

@@ -11,7 +11,7 @@ computes the figures, report.py writes summary.json and turns.parquet."""
 import json
 from pathlib import Path
 
-from shardgen.atomic import write_text
+from shardgen.store.atomic import write_text
 from shardgen.capture import MAX_TOP_K, Capture
 from shardgen.config import Config, ConfigError
 from shardgen.layout import AuditLayout

@@ -7,8 +7,8 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from shardgen import tables
-from shardgen.atomic import committed, write_text
+from shardgen.store import tables
+from shardgen.store.atomic import committed, write_text
 from shardgen.audit import metrics
 from shardgen.layout import AuditLayout
 

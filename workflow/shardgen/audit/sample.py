@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from shardgen import db
-from shardgen.atomic import committed
+from shardgen.store import db
+from shardgen.store.atomic import committed
 from shardgen.config import Config, ConfigError
 from shardgen.generate import checkpoint
 from shardgen.layout import Layout

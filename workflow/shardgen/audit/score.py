@@ -15,8 +15,8 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from shardgen import tables
-from shardgen.atomic import committed, write_text
+from shardgen.store import tables
+from shardgen.store.atomic import committed, write_text
 from shardgen.config import Config
 from shardgen.engines import numerics_of
 from shardgen.engines.scoring import ScoreRequest

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from shardgen import sampling
+from shardgen import ConfigError, sampling
 from shardgen.engines.retractions import Retraction
 from shardgen.engines.scoring import ScoreRequest, Scores
 
@@ -183,8 +183,6 @@ class BackendSettings(Protocol):
 def check_sampling(backend: str, values: dict, where: str) -> None:
     """Refuse a value of a sampling field `backend` cannot apply (a list: any of its values) away from the field's
     neutral value; at neutral the field changes nothing, and its requests leave it out (request_sampling)."""
-    from shardgen.config_schema import ConfigError  # config_schema imports this module
-
     applies = BACKENDS[backend].applies_sampling
     for declared in (f for f in sampling.FIELDS if not applies(f)):
         given = values.get(declared.name)

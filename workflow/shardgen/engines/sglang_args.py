@@ -6,7 +6,7 @@ import difflib
 import re
 
 from shardgen.config import ConfigError
-from shardgen.config_sections import EngineConfig
+from shardgen.config.sections import EngineConfig
 from shardgen.engines import RunSettings
 from shardgen.engines.sglang_settings import mamba_strategy
 from shardgen.engines.sglang_versions import GRAPH_LIMIT_FIELDS, STRATEGY_FIELDS, Spelling, spelling, translate

@@ -13,11 +13,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from shardgen.capture import Capture
-from shardgen.config_sections import EngineConfig
+from shardgen.config.sections import EngineConfig
 from shardgen.engines import (EngineInfo, LogLine, Request, Result, mamba_auto, sglang_running_cap, sglang_scoring,
                               sglang_tune, telemetry)
 from shardgen.engines.sglang_settings import mamba_strategy, with_mamba_strategy
-from shardgen.engines.kernel_cache import point_caches
+from shardgen.engines.kernel_cache import point_caches, resolve
 from shardgen.engines.logtap import LogTap
 from shardgen.engines.retractions import Retractions
 from shardgen.engines.sglang_args import build_server_args, resolved_value, run_settings, server_arg_names
@@ -47,7 +47,7 @@ class SGLangEngine:
             engine = with_mamba_strategy(engine, self.auto.strategy)
             log.info("mamba_strategy auto: %s, as %s", self.auto.strategy, self.auto.why)
         os.environ.setdefault("SGLANG_LOG_MS", "1")  # millisecond timestamps on the scheduler's lines
-        self.cache_env = point_caches(config.engine.cache_path(config.results))
+        self.cache_env = point_caches(resolve(config.engine.cache_dir, config.results))
         import sglang
         from sglang.srt.server_args import ServerArgs
         from sglang.srt.utils import get_device_memory_capacity  # MiB, from nvidia-smi: no CUDA context here

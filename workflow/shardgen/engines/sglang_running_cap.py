@@ -45,7 +45,7 @@ import heapq
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 
-from shardgen.config_sections import EngineConfig
+from shardgen.config.sections import EngineConfig
 from shardgen.engines.model_shape import DTYPE_BYTES, ModelShape
 from shardgen.engines.sglang_args import SLOTS_PER_REQUEST, run_settings
 from shardgen.engines.sglang_settings import mamba_strategy

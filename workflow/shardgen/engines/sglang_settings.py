@@ -72,6 +72,6 @@ def _default(key: tuple[str, ...]):
     """Today's key's default: the schema's (engine.sglang's here, the rest in the config schema)."""
     if key[0] == "sglang":
         return SCHEMA["properties"][key[1]]["default"]
-    from shardgen.config_schema import schema  # it imports this module's package; cached: read once a process
+    from shardgen.config.schema import schema  # it imports this module's package; cached: read once a process
 
     return schema()["properties"]["engine"]["properties"][key[0]]["default"]

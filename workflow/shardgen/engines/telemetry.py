@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from shardgen.atomic import write_table
+from shardgen.store.atomic import write_table
 from shardgen.engines import RunSettings
 from shardgen.engines.retractions import Retraction
 from shardgen.engines.sglang_args import logged_server_args, run_settings
 from shardgen.layout import next_number, telemetry_files, telemetry_path
-from shardgen.tables import TELEMETRY
+from shardgen.store.tables import TELEMETRY
 
 _TS = r"^\[(?P<ts>\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d{3})?)[^\]]*\] "
 _USAGE = (r"(?:full token usage: (?P<full>[\d.]+)(?:, swa token usage: [\d.]+)?"

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from shardgen.capture import Capture
 from shardgen.config import ConfigError
-from shardgen.config_sections import EngineConfig
+from shardgen.config.sections import EngineConfig
 from shardgen.engines import EngineInfo, LogLine, Request, Result, RunSettings, recorded_numerics, transformers_scoring
 from shardgen.engines.scoring import ScoreRequest, Scores, temperature
 from shardgen.faults import engine_abort_marker

@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 
-from shardgen.config_sections import EngineConfig
+from shardgen.config.sections import EngineConfig
 from shardgen.engines import backend
 from shardgen.layout import attempts_path, heartbeat_path
 

@@ -18,13 +18,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from shardgen import ShardgenError
-from shardgen.atomic import write_text
+from shardgen.store.atomic import write_text
 from shardgen.generate.attempts import read_attempts
 from shardgen.generate.checkpoint_cache import open_light, stamp
 from shardgen.generate.checkpoint_db import Outcomes, committed_turns, connect, define_parts, outcomes, shard_figures
 from shardgen.generate.checkpoint_parts import PartWriter, part_row, quarantine, read_index
 from shardgen.layout import Layout, part_files
-from shardgen.locks import flock_with_pid, holder
+from shardgen.store.locks import flock_with_pid, holder
 
 # What other modules ask of every shard's parts (the run-wide readers) and how a folder of parts is written.
 __all__ = ["Outcomes", "PartWriter", "ShardBusy", "ShardCheckpoint", "committed_turns", "connect", "define_parts",

@@ -4,7 +4,7 @@ shard folder has a cache (Layout.status_cache, under results/.shardgen: a write 
 Snakemake rerun the shard): the light rows of the parts its footer lists by (name, size, mtime_ns, inode), each row
 with its part's name in place of its path. A committed part never changes (written once by atomic rename; it can
 only disappear), so a call keeps the cached rows of listed parts still there unchanged, reads only the parts not
-listed (checkpoint_db.parts_query), and rewrites the cache (atomically, shardgen.atomic: last writer wins) when that
+listed (checkpoint_db.parts_query), and rewrites the cache (atomically, store.atomic: last writer wins) when that
 changed anything. A missing, damaged or unreadable cache is ignored and rebuilt from the parts, never an error. Only
 status reads it: generate and merge read the parts."""
 
@@ -18,8 +18,8 @@ from pathlib import Path
 import duckdb
 import pyarrow.parquet as pq
 
-from shardgen import db
-from shardgen.atomic import committed
+from shardgen.store import db
+from shardgen.store.atomic import committed
 from shardgen.generate.checkpoint_db import LIGHT, define_prompt_set, parts_query
 from shardgen.generate.checkpoint_parts import unreadable
 from shardgen.layout import Layout, parts_index_path

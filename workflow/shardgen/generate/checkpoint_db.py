@@ -12,8 +12,8 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 
-from shardgen import db, tables
-from shardgen.atomic import committed
+from shardgen.store import db, tables
+from shardgen.store.atomic import committed
 from shardgen.generate.checkpoint_parts import quarantine, unreadable
 from shardgen.layout import Layout
 

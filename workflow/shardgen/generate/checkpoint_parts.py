@@ -11,9 +11,9 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from shardgen import tables
+from shardgen.store import tables
 from shardgen.capture import aligned, signal_only, turn_signal
-from shardgen.atomic import write_table, write_text
+from shardgen.store.atomic import write_table, write_text
 from shardgen.layout import next_number, part_files, part_path, parts_index_path, quarantine_dir, stale_part_temps
 from shardgen.sampling import names
 

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from shardgen import ShardgenError
-from shardgen.locks import flock_with_pid
+from shardgen.store.locks import flock_with_pid
 
 _held: list = []  # open lock files: the lease lasts as long as the process
 _leased: list[str] = []

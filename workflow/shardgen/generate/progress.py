@@ -5,7 +5,7 @@ conversations; rows made for other prompts are stale and counted apart."""
 import os
 from dataclasses import dataclass, field
 
-from shardgen import db
+from shardgen.store import db
 from shardgen.generate import checkpoint
 from shardgen.layout import SPLIT_FILE_SHARD_REGEX, Layout
 

@@ -70,7 +70,7 @@ def _run(config: Config, shard_checkpoint: checkpoint.ShardCheckpoint, todo: lis
         log.warning("shard %d attempt %d restarts after %s; engine settings now %s", shard, attempt,
                     [d["cause"] for d in deaths], engine_cfg)
     with attempts.running(shard_dir, attempt):  # from here on `status` can tell a live attempt from a dead one
-        config = config.with_engine(engine_cfg.as_dict())
+        config = config.with_engine_config(engine_cfg)
         # what an engine sizes its settings from (`work`: the prompts it is about to run, as the engines read them)
         work = [{"prompt_ids": r.prompt_ids, "max_new_tokens": r.sampling.max_new_tokens, "turns": r.turns,
                  "turn": r.turn} for r in todo]

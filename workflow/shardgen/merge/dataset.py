@@ -5,8 +5,9 @@ generated nor failed."""
 import shutil
 from pathlib import Path
 
-from shardgen import ShardgenError, db
-from shardgen.atomic import committed
+from shardgen import ShardgenError
+from shardgen.store import db
+from shardgen.store.atomic import committed
 from shardgen.generate import checkpoint
 from shardgen.merge import reasoning, uncaptured
 from shardgen.merge.exports import ExportRules, sharegpt_counts, write_exports

@@ -17,9 +17,9 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from shardgen import db, tables
+from shardgen.store import db, tables
 from shardgen.capture import MAX_TOP_K, Capture
-from shardgen.atomic import committed, write_text
+from shardgen.store.atomic import committed, write_text
 from shardgen.layout import Layout
 from shardgen.merge import reasoning, uncaptured
 
@@ -68,7 +68,7 @@ class ExportRules:
     @classmethod
     def defaults(cls) -> "ExportRules":
         """The schema's defaults, for a merge run without a config (tests, benchmarks)."""
-        from shardgen.config_schema import schema
+        from shardgen.config.schema import schema
 
         properties = schema()["properties"]
         return cls(properties["model"]["properties"]["reasoning_tags"]["default"],

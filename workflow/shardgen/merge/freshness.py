@@ -12,7 +12,7 @@ from shardgen import ShardgenError
 from shardgen.config import Config
 from shardgen.keys import gen_key_of
 from shardgen.layout import Layout
-from shardgen.target_model import ModelInfo
+from shardgen.model.target import ModelInfo
 
 
 class StaleError(ShardgenError, RuntimeError):

@@ -10,7 +10,7 @@ whole completion and its reasoning_content null, as for an answer without tags. 
 template whose generation prompt ends with the open tag) and the completion never closed reads as an answer
 without tags: merge sees the completion's text, not the prompt's."""
 
-from shardgen import db
+from shardgen.store import db
 
 NEWLINE = "chr(10)"
 

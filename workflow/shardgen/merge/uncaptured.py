@@ -7,7 +7,7 @@ again (from the parts)."""
 
 import json
 
-from shardgen import db
+from shardgen.store import db
 from shardgen.capture import Capture
 from shardgen.layout import Layout
 

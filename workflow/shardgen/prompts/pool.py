@@ -10,9 +10,9 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from multiprocessing import get_context
 
-from shardgen.prompts.chat import ChatEncoder
+from shardgen.model.chat import ChatEncoder
 from shardgen.config import Config
-from shardgen.target_model import ModelInfo
+from shardgen.model.target import ModelInfo
 from shardgen.prompts.rows import ChunkProcessor, ChunkResult, PromptsError
 from shardgen.prompts.sources import Chunk
 

@@ -5,10 +5,11 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
-from shardgen import ShardgenError, tables
-from shardgen.prompts.chat import ChatEncoder
+from shardgen import ShardgenError
+from shardgen.store import tables
+from shardgen.model.chat import ChatEncoder
 from shardgen.config import Config
-from shardgen.config_sections import SourceConfig
+from shardgen.config.sections import SourceConfig
 from shardgen.prompts.formats import RowError, conversation
 from shardgen.keys import conversation_prompt_id, gen_key_of
 from shardgen.prompts.sources import Chunk

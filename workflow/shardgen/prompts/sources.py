@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from shardgen import ShardgenError
-from shardgen.config_sections import SourceConfig
+from shardgen.config.sections import SourceConfig
 from shardgen.prompts.formats import FORMATS, RowError
 
 CHUNK_ROWS = 2048

@@ -14,8 +14,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from shardgen import db, tables
-from shardgen.atomic import committed
+from shardgen.store import db, tables
+from shardgen.store.atomic import committed
 from shardgen.faults import disk_full_point
 from shardgen.layout import shard_file
 

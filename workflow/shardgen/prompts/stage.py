@@ -13,8 +13,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from tqdm import tqdm
 
-from shardgen import tables
-from shardgen.atomic import committed, write_table
+from shardgen.store import tables
+from shardgen.store.atomic import committed, write_table
 from shardgen.config import Config
 from shardgen.layout import prompt_table
 from shardgen.prompts.pool import chunk_results

@@ -8,8 +8,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from shardgen import db  # noqa: E402
-from shardgen.atomic import committed
+from shardgen.store import db  # noqa: E402
+from shardgen.store.atomic import committed
 from shardgen.layout import ReportLayout
 from shardgen.report.forecast import engine_rate, engine_words
 

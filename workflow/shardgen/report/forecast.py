@@ -41,7 +41,7 @@ def rate_from_log(path: Path) -> dict:
 
 def rate_from_results(layout) -> dict:
     """A run's own per-shard rate (completion tokens over the shard's wall time, one engine per shard)."""
-    from shardgen import db
+    from shardgen.store import db
     from shardgen.generate import checkpoint
 
     shards = [s for s in db.query(checkpoint.connect(layout), "per_shard") if s["wall_s"]]

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import duckdb
 
-from shardgen import db
+from shardgen.store import db
 
 
 @dataclass(frozen=True)

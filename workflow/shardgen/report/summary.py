@@ -6,8 +6,8 @@ import platform
 from importlib import metadata
 from pathlib import Path
 
-from shardgen import db
-from shardgen.atomic import write_text
+from shardgen.store import db
+from shardgen.store.atomic import write_text
 from shardgen.config import Config
 from shardgen.generate import checkpoint
 from shardgen.report.figures import draw

@@ -16,11 +16,11 @@ from pathlib import Path
 import duckdb
 import pyarrow.parquet as pq
 
-from shardgen import db, tables
+from shardgen.store import db, tables
 
 from shardgen.generate import checkpoint, gpu_lease
 from shardgen.layout import TuneLayout, parts_glob, telemetry_glob
-from shardgen.atomic import write_text
+from shardgen.store.atomic import write_text
 from shardgen.config import Config
 from shardgen.generate.driver import run_prompts, window
 from shardgen.engines.session import open_engine

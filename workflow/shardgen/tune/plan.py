@@ -8,8 +8,8 @@ from pathlib import Path
 import duckdb
 import pyarrow.parquet as pq
 
-from shardgen import db
-from shardgen.atomic import committed, write_text
+from shardgen.store import db
+from shardgen.store.atomic import committed, write_text
 from shardgen.config import Config, ConfigError
 from shardgen.engines import backend
 from shardgen.layout import Layout, TuneLayout

@@ -7,7 +7,7 @@ from functools import cached_property
 from pathlib import Path
 
 from shardgen import ShardgenError
-from shardgen.config_sections import ModelConfig
+from shardgen.config.sections import ModelConfig
 from shardgen.sampling import served
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json", "merges.txt",
@@ -174,7 +174,7 @@ class ModelInfo:
 
     @cached_property
     def chat(self):
-        from shardgen.prompts.chat import ChatEncoder
+        from shardgen.model.chat import ChatEncoder
 
         return ChatEncoder.of(self.tokenizer, self.template)
 

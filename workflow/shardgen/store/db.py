@@ -6,7 +6,8 @@ import re
 import duckdb
 import pyarrow as pa
 
-from shardgen import WORKFLOW_DIR, ShardgenError, tables
+from shardgen import WORKFLOW_DIR, ShardgenError
+from shardgen.store import tables
 from shardgen.layout import TELEMETRY_FILE_SHARD_REGEX, Layout
 from shardgen.sampling import names
 

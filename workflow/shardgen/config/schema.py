@@ -9,7 +9,7 @@ from functools import cache
 import jsonschema
 import yaml
 
-from shardgen import WORKFLOW_DIR, ShardgenError
+from shardgen import WORKFLOW_DIR, ConfigError
 from shardgen.capture import MAX_TOP_K
 from shardgen.engines import BACKENDS, DEFAULT_BACKEND, settings_modules
 from shardgen.sampling import FIELDS
@@ -17,10 +17,6 @@ from shardgen.sampling import FIELDS
 SCHEMA_PATH = WORKFLOW_DIR / "schemas" / "config.schema.yaml"
 log = logging.getLogger(__name__)
 _OLD_SPELLINGS_SAID: set[str] = set()  # a config is validated several times in a process: each note once
-
-
-class ConfigError(ShardgenError, ValueError):
-    """A configuration problem, named by its key path (e.g. `sources[1].format`)."""
 
 
 @cache
@@ -49,7 +45,7 @@ def schema() -> dict:
 
 
 def _after_max_new_tokens(properties: dict, fields: dict) -> dict:
-    """The keys in README's order (config_doc renders them in the schema's)."""
+    """The keys in README's order (config.doc renders them in the schema's)."""
     return {"max_new_tokens": properties.pop("max_new_tokens"), **fields, **properties}
 
 

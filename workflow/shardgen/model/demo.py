@@ -5,7 +5,7 @@ import json
 import random
 from pathlib import Path
 
-from shardgen.atomic import write_text
+from shardgen.store.atomic import write_text
 
 # ChatML: one end-of-turn token (<|im_end|>) that the template emits after every turn.
 CHAT_TEMPLATE = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"

@@ -1,18 +1,18 @@
-"""The workflow configuration as typed, frozen sections, validated once (shardgen.config_schema) and resolved."""
+"""The workflow configuration as typed, frozen sections, validated once (shardgen.config.schema) and resolved."""
 
 import hashlib
 import json
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 
 import yaml
 
-from shardgen.atomic import write_text
-from shardgen.config_schema import ConfigError, validate
+from shardgen.store.atomic import write_text
+from shardgen.config.schema import ConfigError, validate
 from shardgen.engines import check_sampling
-from shardgen.config_sections import (CaptureConfig, CheckpointConfig, EngineConfig, ExportsConfig, HardwareConfig,
+from shardgen.config.sections import (CaptureConfig, CheckpointConfig, EngineConfig, ExportsConfig, HardwareConfig,
                                       ModelConfig, PromptsConfig, SamplingDefaults, SourceConfig, build)
 from shardgen.layout import Layout
 from shardgen.sampling import GENERATION_CONFIG
@@ -79,10 +79,10 @@ class Config:
 
     @cached_property
     def target_model(self):
-        """The target's tokenizer, template, stop ids and hashes (target_model.ModelInfo), loaded once per config:
+        """The target's tokenizer, template, stop ids and hashes (model.target.ModelInfo), loaded once per config:
         a step that checks, merges and describes the prompt set asks it several times, and each load reads the
         tokenizer and hashes the weights."""
-        from shardgen.target_model import ModelInfo
+        from shardgen.model.target import ModelInfo
 
         return ModelInfo.from_config(self.model)
 
@@ -119,11 +119,19 @@ class Config:
         """Engines the node runs at once: one per engine.gpus_per_engine GPUs, at least one."""
         return max(1, self.gpus // self.engine.gpus_per_engine)
 
-    def with_engine(self, engine: dict) -> "Config":
-        return Config.from_dict({**self.raw, "engine": engine})
+    def with_engine(self, section: dict) -> "Config":
+        """This config with an engine section spelled as a file spells it (a tune plan's settings), validated with
+        the rest as where a config is read."""
+        return Config.from_dict({**self.raw, "engine": section})
+
+    def with_engine_config(self, engine: EngineConfig) -> "Config":
+        """This config with a typed engine section (a restart's `Backend.after_oom`: a replace on the frozen section
+        of this config, whose values were validated where it was read): nothing is validated again. `raw` (what
+        the resolved file and plans record) holds the same values."""
+        return replace(self, engine=engine, raw={**self.raw, "engine": {**self.raw["engine"], **engine.as_dict()}})
 
     def sampling_for(self, source: SourceConfig, served: dict) -> dict:
-        """`served`: the model's sampling as served (target_model.ModelInfo.served_sampling); a value of it that the
+        """`served`: the model's sampling as served (model.target.ModelInfo.served_sampling); a value of it that the
         config leaves in place is one engine.backend must apply too."""
         values, origins = source.sampling_over(self.defaults, served), self.sampling_origins(source, served)
         from_model = {k: v for k, v in values.items() if origins.get(k) == "generation_config"}

@@ -1,9 +1,9 @@
 """README's `## Configuration` key table and its list of input formats, rendered from the schema (defaults and
-descriptions) and shardgen.prompts.formats (the formats): `python -m shardgen.config_doc` prints both."""
+descriptions) and shardgen.prompts.formats (the formats): `python -m shardgen.config.doc` prints both."""
 
 import json
 
-from shardgen.config_schema import schema
+from shardgen.config.schema import schema
 from shardgen.prompts.formats import FORMATS
 
 

@@ -5,7 +5,6 @@ fails when they differ), so a field here never carries a default of its own."""
 import json
 import typing
 from dataclasses import asdict, dataclass, fields, is_dataclass
-from pathlib import Path
 
 from shardgen.keys import pick
 from shardgen.sampling import key_settings, resolve, sampling_dataclass
@@ -76,7 +75,7 @@ class EngineConfig(Section):
         return {**raw, "backend_settings": raw.get(raw["backend"], {})}
 
     def as_dict(self) -> dict:
-        """The section as the configuration spells it (what Config.with_engine takes back)."""
+        """The section as the configuration spells it (what Config.with_engine takes back, validating it)."""
         section = asdict(self)
         if own := section.pop("backend_settings"):  # a backend without settings of its own has no section
             section[self.backend] = own
@@ -91,11 +90,6 @@ class EngineConfig(Section):
     def window(self, max_running_requests: int) -> int:
         """Requests kept in flight: inflight x what the engine runs at once."""
         return max(1, int(self.inflight * max_running_requests))
-
-    def cache_path(self, results: Path) -> Path:
-        from shardgen.engines.kernel_cache import resolve
-
-        return resolve(self.cache_dir, results)
 
 
 @dataclass(frozen=True)
