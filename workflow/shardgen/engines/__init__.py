@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Protocol
 
 from shardgen import ConfigError, sampling
+from shardgen.engines.advice import Advising
 from shardgen.engines.retractions import Retraction
 from shardgen.engines.scoring import ScoreRequest, Scores
 
@@ -126,8 +127,9 @@ class Engine(Protocol):
     def close(self) -> None: ...
 
 
-class Backend(Engine, Protocol):
-    """The class a backend module registers: its constructor starts an engine; the class methods need none."""
+class Backend(Engine, Advising, Protocol):
+    """The class a backend module registers: its constructor starts an engine; the class methods need none. What
+    `shardgen diagnose` asks it (its pools, its advice) is engines/advice.py's `Advising`."""
 
     def __init__(self, config, model, workdir: Path, *, device: str, watchdog=None,
                  extra_sampling: dict | None = None, work: Sequence[dict] = ()) -> None:

@@ -14,8 +14,8 @@ from pathlib import Path
 
 from shardgen.capture import Capture
 from shardgen.config.sections import EngineConfig
-from shardgen.engines import (EngineInfo, LogLine, Request, Result, mamba_auto, sglang_running_cap, sglang_scoring,
-                              sglang_tune, telemetry)
+from shardgen.engines import (EngineInfo, LogLine, Request, Result, mamba_auto, sglang_advice, sglang_running_cap,
+                              sglang_scoring, sglang_tune, telemetry)
 from shardgen.engines.sglang_settings import mamba_strategy, with_mamba_strategy
 from shardgen.engines.kernel_cache import point_caches, resolve
 from shardgen.engines.logtap import LogTap
@@ -38,6 +38,7 @@ OOM_MEMORY_STEP, OOM_CAP_FACTOR = 0.03, 0.75  # per out-of-memory death in a row
 
 class SGLangEngine:
     tune_grid = staticmethod(sglang_tune.grid)  # what `shardgen tune` measures
+    pools, advice = staticmethod(sglang_advice.pools), staticmethod(sglang_advice.advice)  # `shardgen diagnose` asks
 
     def __init__(self, config, model, workdir: Path, *, device: str = "cuda", watchdog=None,
                  extra_sampling: dict | None = None, work: Sequence[dict] = ()):
@@ -117,10 +118,9 @@ class SGLangEngine:
         self.prefill_auto = sglang_running_cap.prefill_limit(engine, model_config, gpu_mib)
         log.info("prefill limit auto: %s, as %s", self.prefill_auto.prefill_max_requests or "SGLang's own",
                  self.prefill_auto.why)
-        if self.prefill_auto.prefill_max_requests is None:
+        if (limit := self.prefill_auto.prefill_max_requests) is None:
             return engine
-        return dataclasses.replace(engine, args={**engine.args,
-                                                 "prefill_max_requests": self.prefill_auto.prefill_max_requests})
+        return dataclasses.replace(engine, args={**engine.args, "prefill_max_requests": limit})
 
     @classmethod
     def info_from_record(cls, record: dict) -> EngineInfo:

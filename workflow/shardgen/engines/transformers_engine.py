@@ -13,6 +13,7 @@ from shardgen.capture import Capture
 from shardgen.config import ConfigError
 from shardgen.config.sections import EngineConfig
 from shardgen.engines import EngineInfo, LogLine, Request, Result, RunSettings, recorded_numerics, transformers_scoring
+from shardgen.engines.advice import NoAdvice
 from shardgen.engines.scoring import ScoreRequest, Scores, temperature
 from shardgen.faults import engine_abort_marker
 from shardgen.sampling import FIELDS
@@ -44,7 +45,7 @@ def hf_sampling(sampling: dict) -> dict:
     return {**args, "do_sample": sample, "max_new_tokens": sampling["max_new_tokens"]}
 
 
-class TransformersEngine:
+class TransformersEngine(NoAdvice):
     def __init__(self, config, model, workdir: Path, *, device: str = "cpu", watchdog=None,
                  extra_sampling: dict | None = None, work: Sequence[dict] = ()):
         if extra_sampling:

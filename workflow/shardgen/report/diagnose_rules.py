@@ -1,10 +1,10 @@
 """The rules: what limits a run's throughput, each finding with its evidence lines and the settings to change.
 Findings: mamba_pool_bound, kv_bound, running_cap_bound, feeder_bound, cuda_graph_uncovered, compute_saturated,
-prefill_heavy, retractions, prefix_cache_low."""
+prefill_heavy, retractions, prefix_cache_low. The rules name shardgen's neutral keys; a setting only the run's
+backend has comes from it (`Run.advice`: engines/advice.py's bounds)."""
 
 from dataclasses import dataclass, field
 
-from shardgen.engines import sglang_advice
 from shardgen.report import efficiency
 from shardgen.report.diagnose_run import Run
 
@@ -53,9 +53,7 @@ def diagnose(run: Run, eff: dict | None = None) -> list[Finding]:
             top = max(run.rows[i]["running"] for i in eager)
             findings.append(Finding(
                 "cuda_graph_uncovered", f"{len(eager)} decode batches ran without CUDA graphs at batch sizes above "
-                f"the graph limit {run.graph_limit} (up to {top})",
-                [f"raise the CUDA-graph decode limit to {top} (engine.args: cuda_graph_max_bs or "
-                 "cuda_graph_max_bs_decode); shardgen does it when engine.max_running_requests is set"],
+                f"the graph limit {run.graph_limit} (up to {top})", run.advice("graph_limit", running=top),
                 _evidence(run, eager)))
     findings += _saturation(run, steady, eff) + _prefill(run, steady) + _retractions(run) + _prefix_cache(run)
     codes = {f.code for f in findings}
@@ -69,23 +67,18 @@ def diagnose(run: Run, eff: dict | None = None) -> list[Finding]:
 def _cap_findings(run: Run, cap: int, at_cap: list[int]) -> list[Finding]:
     kv = max(run.rows[i]["full_token_usage"] for i in at_cap)
     slots = run.settings.mamba_slots_per_request
-    pool = run.facts.get("max_mamba_cache_size")
+    pool = run.pools.mamba_slots
     sized_to_cap = run.strategy == "no_radix" and pool == cap  # max_running_requests chose the pool, not memory
     if pool and slots and not sized_to_cap and abs(pool / slots - cap) <= 0.1 * cap and kv < 0.5:
-        no_radix_cap = pool  # one slot per request with the prefix cache off
         return [Finding(
             "mamba_pool_bound", f"running stayed at the cap of {cap}, set by the mamba state pool ({pool} slots / "
             f"{slots} per request with {run.strategy}), while KV usage was only {kv:.2f}"
             + ("; mamba usage reads ~0.66-0.72 here because of reserved slots" if run.strategy != "no_radix" else ""),
-            [f"engine.sglang.mamba_strategy: no_radix (1 slot per request, overlap scheduling kept): up to "
-             f"{no_radix_cap} running",
-             f"max_running_requests: {no_radix_cap} with the graph limit raised to match",
-             "or a larger mamba pool: engine.args mamba_full_memory_ratio, or mamba_ssm_dtype: bfloat16"],
-            _evidence(run, at_cap))]
+            run.advice("mamba_pool"), _evidence(run, at_cap))]
     if kv >= 0.85:
         return [Finding("kv_bound", f"running stayed at the cap of {cap} with KV usage {kv:.2f}",
-                        ["raise engine.memory_share, or lower max_new_tokens / context_length",
-                         "a smaller mamba share (mamba_full_memory_ratio) leaves more KV"], _evidence(run, at_cap))]
+                        ["raise engine.memory_share, or lower max_new_tokens / context_length"]
+                        + run.advice("kv_at_cap"), _evidence(run, at_cap))]
     waiting = [i for i in at_cap if run.rows[i]["queue"] > 0]
     return [_running_cap(run, cap, waiting, kv, sized_to_cap)] if waiting else []
 
@@ -93,23 +86,21 @@ def _cap_findings(run: Run, cap: int, at_cap: list[int]) -> list[Finding]:
 def _running_cap(run: Run, cap: int, waiting: list[int], kv: float, sized_to_cap: bool) -> Finding:
     """The user's max_running_requests caps the run with work waiting: how many more requests the pools hold at
     the largest tokens per request seen (each extra no_radix request also takes a mamba slot out of KV memory)."""
-    facts, queue = run.facts, max(run.rows[i]["queue"] for i in waiting)
+    facts, pools, queue = run.facts, run.pools, max(run.rows[i]["queue"] for i in waiting)
     per_request = max((efficiency.context_tokens(run.rows[i], facts) or 0) / run.rows[i]["running"] for i in waiting)
     room = "KV room left: unknown (no pool sizes in the log)"
     more = None
-    slot_gb = facts["mamba_pool_gb"] / facts["max_mamba_cache_size"] if sized_to_cap else 0
-    if (tokens := facts.get("kv_pool_tokens")) and (kv_gb := facts.get("kv_pool_gb")) and (
+    slot_gb = pools.mamba_gb / pools.mamba_slots if sized_to_cap else 0  # sized_to_cap: both reported
+    if (tokens := pools.kv_tokens) and (kv_gb := pools.kv_gb) and (
             cost_gb := slot_gb + per_request * kv_gb / tokens):
         free_gb = kv_gb * (1 - kv)
         more = int(free_gb / cost_gb)
         room = (f"KV usage peaked at {kv:.2f} ({free_gb:.1f} of {kv_gb} GB free); at {per_request:.0f} tokens per "
                 f"request" + (f" and {slot_gb * 1000:.1f} MB of mamba state each" if slot_gb else "") +
                 f" about {more} more requests fit")
-    graphs = f" (now {run.graph_limit})" if run.graph_limit else ""
     advice = ([f"raise max_running_requests to about {cap + int(more * 0.8)} (80% of the room, as outputs grow)"]
               if more else ["raising max_running_requests needs KV room: raise engine.memory_share first"])
-    advice.append(f"raise the CUDA-graph decode limit with it (cuda_graph_max_bs / cuda_graph_max_bs_decode{graphs});"
-                  " shardgen does it when engine.max_running_requests is set")
+    advice += run.advice("running_cap")  # after the cap's line: diagnose replaces that one when compute-saturated
     return Finding("running_cap_bound", f"running stayed at max_running_requests = {cap} with up to {queue} requests "
                    f"waiting: your cap, not memory, limits the run; {room}", advice, _evidence(run, waiting))
 
@@ -121,10 +112,7 @@ def _admission_findings(run: Run, cap: int, held: list[int]) -> list[Finding]:
     if kv < 0.85:
         return []
     advice = [f"max_running_requests: {running} (what the KV pool holds at these lengths), or raise "
-              "engine.memory_share"]
-    if pool_gb := run.facts.get("mamba_pool_gb"):
-        advice.append(f"the mamba pool takes {pool_gb} GB: mamba_ssm_dtype: bfloat16 halves it and leaves the rest "
-                      "to KV")
+              "engine.memory_share"] + run.advice("kv_admission")
     return [Finding("kv_bound", f"running held at {running}, below the cap of {cap}, with requests waiting and KV "
                     f"usage up to {kv:.2f}: the KV pool limits admission", advice, _evidence(run, held))]
 
@@ -147,12 +135,12 @@ def _saturation(run: Run, steady: list[int], eff: dict | None) -> list[Finding]:
         roofline = (f"; the roofline says {eff['bound']}-bound, {eff['dominant_bytes']} moving the most bytes, at "
                     f"{eff['of_peak_tflops']:.0%} of the FLOP/s and {eff['of_peak_tbps']:.0%} of the bandwidth peak"
                     if eff else "")
+        state = eff["dtypes"]["ssm_state"] if eff and "M" in eff["layers"] else None  # M: a Mamba layer
         return [Finding("compute_saturated", f"decode throughput stayed flat ({rate[low]:.0f} -> {rate[high]:.0f} "
                         f"tok/s) across running {low} -> {high}: more running requests add no throughput, the GPU "
                         f"is saturated at this step cost{roofline}",
-                        ["raising the running cap will not help; keep the current cap"] + (
-                            ["a cheaper step helps: mamba_ssm_dtype: bfloat16 halves the state traffic"]
-                            if eff and eff["dtypes"]["ssm_state"] == "float32" and "M" in eff["layers"] else []),
+                        ["raising the running cap will not help; keep the current cap"]
+                        + run.advice("compute", mamba_state_dtype=state),
                         [run.lines[next(i for i in reversed(decode) if run.rows[i]["running"] == k)]
                          for k in (high, low)])]
     return []
@@ -172,17 +160,16 @@ def _prefill(run: Run, steady: list[int]) -> list[Finding]:
         return []
     message = f"{prompt_tokens} prompt tokens were prefilled for ~{generated:.0f} generated: prefill, not decode, " \
               "takes most of the GPU"
-    advice = ["a larger chunked_prefill_size / max_prefill_tokens batches prefill better"]
+    advice = run.advice("prefill")
     cached = sum(run.rows[i].get("cached_token") or 0 for i in prefill)
     share = cached / (cached + prompt_tokens)
     if run.strategy not in (None, "no_radix") and share < LOW_CACHE_SHARE:
         message += (f"; the prefix cache is on ({run.strategy}) but gave only {cached} of the {cached + prompt_tokens}"
                     f" prompt tokens ({share:.1%})")
         advice += ["if the prompts share prefixes (each_turn conversations, a long system prompt), the cache evicts "
-                   "them before they are reused: " + _KEEP_HISTORIES,
-                   sglang_advice.prefix_cache_off(run.settings.mamba_slots_per_request)]
+                   "them before they are reused: " + _KEEP_HISTORIES] + run.advice("prefix_cache_unused")
     else:
-        advice.append("with shared prefixes, keep the prefix cache on (not engine.sglang.mamba_strategy: no_radix)")
+        advice += run.advice("prefix_cache_kept")
     return [Finding("prefill_heavy", message, advice, _evidence(run, prefill))]
 
 

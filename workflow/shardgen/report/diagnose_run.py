@@ -1,12 +1,14 @@
 """What a diagnosis reads from one engine run: the telemetry rows (an engine log's batch lines as its backend reads
 them, or a shard's telemetry parts), the start-up pool sizes, the settings it ran with, the log lines behind
-each row (evidence), its retractions, and a shard's prefix cache per turn (its done file)."""
+each row (evidence), its retractions, and a shard's prefix cache per turn (its done file); and the backend that
+ran it, which reads its own start-up facts and names the settings of its own that lift a bound (engines/advice.py)."""
 
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from shardgen.engines import DEFAULT_BACKEND, RunSettings, backend, info_from_record
+from shardgen.engines.advice import Bound, Pools
 from shardgen.engines.retractions import Retractions
 from shardgen.generate import checkpoint
 from shardgen.layout import Layout, telemetry_glob
@@ -24,6 +26,7 @@ class Run:
     # the retractions added up (a log's lines, or a shard's done file); None where the run recorded none
     retracted: Retractions | None = None
     prefix_cache_by_turn: list[dict] = field(default_factory=list)  # a shard's done file (shard_prefix_cache.sql)
+    backend: str = DEFAULT_BACKEND  # the registered backend whose engine ran it
 
     @property
     def strategy(self) -> str | None:
@@ -32,6 +35,16 @@ class Run:
     @property
     def graph_limit(self) -> int | None:
         return self.settings.graph_limit
+
+    @property
+    def pools(self) -> Pools:
+        return backend(self.backend).pools(self.facts)
+
+    def advice(self, code: str, **said) -> list[str]:
+        """The backend's settings that lift the bound `code` (advice.BOUNDS), told the run's pools and settings."""
+        slots = self.settings.mamba_slots_per_request
+        return backend(self.backend).advice(Bound(code, self.pools, graph_limit=self.graph_limit,
+                                                  mamba_slots_per_request=slots, **said))
 
 
 def read_log(path: Path, engine: str = DEFAULT_BACKEND) -> Run:
@@ -50,7 +63,7 @@ def read_log(path: Path, engine: str = DEFAULT_BACKEND) -> Run:
         elif reading.retraction is not None:
             retractions.append(line.strip())
             retracted.add(reading.retraction)
-    return Run(rows, lines, facts, settings, retractions, retracted=retracted)
+    return Run(rows, lines, facts, settings, retractions, retracted=retracted, backend=engine)
 
 
 def read_shard(shard_dir: Path) -> Run:
@@ -65,7 +78,8 @@ def read_shard(shard_dir: Path) -> Run:
              for i, r in enumerate(records)}
     if info is None:  # no engine started (nothing was left to generate)
         return Run(records, lines, {}, RunSettings(), [], prefix_cache_by_turn=by_turn)
-    return Run(records, lines, info.startup, info.settings, [], info.gpu_name, Retractions.of_record(record), by_turn)
+    return Run(records, lines, info.startup, info.settings, [], info.gpu_name, Retractions.of_record(record), by_turn,
+               info.backend)
 
 
 def read(path: Path, engine: str = DEFAULT_BACKEND) -> Run:
