@@ -20,6 +20,9 @@ from shardgen.sampling import FIELDS
 
 log = logging.getLogger(__name__)
 DEFAULT_BATCH = 8
+# transformers >= 5.2x warns once per kernel that a Mamba op falls back to its PyTorch reference: on the CPU that is
+# the only implementation there is, so the warning says nothing a user can act on.
+logging.getLogger("transformers.integrations.hub_kernels").setLevel(logging.ERROR)
 KNOWN_ARGS = {"dtype": "float32"}  # engine.args this backend understands, with their defaults
 
 
