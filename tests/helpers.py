@@ -176,7 +176,7 @@ def check_results(work: Path) -> dict:
     rows = {name: outputs[name]["rows"] for name in EXPORTS}
     assert rows["turns.jsonl"] == rows["turns.parquet"] == summary["dataset_rows"]  # a row per generated turn
     assert rows["tokens.jsonl"] == rows["tokens.parquet"] == summary["generated"]  # a row per conversation
-    # the text exports: the conversations that have a turn before any cut by length (README: Exports)
+    # the text exports: the conversations that have a turn before any cut by length (docs/trainers.md)
     assert rows["messages.jsonl"] == rows["sharegpt.jsonl"] <= summary["generated"]
     assert len(summary["per_shard"]) == 2
     return summary

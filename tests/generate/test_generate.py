@@ -45,7 +45,7 @@ def test_resplit_added_prompts_and_changed_sampling(make_config, write_jsonl):
     for row in dataset:
         assert newest[current[row["prompt_id"]]]["output_ids"] == row["output_ids"]
     train = [json.loads(line) for line in (layout.dataset_dir / "train.jsonl").read_text().splitlines()]
-    # train.jsonl carries the turns that stopped (README: Exports; the demo model's answers are often cut)
+    # train.jsonl carries the turns that stopped (docs/trainers.md; the demo model's answers are often cut)
     assert len(train) == sum(r["finish_reason"] == "stop" for r in dataset)
     assert all(t["conversations"][0]["from"] == "human" and t["conversations"][-1]["from"] == "gpt" for t in train)
 

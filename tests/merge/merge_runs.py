@@ -135,7 +135,7 @@ def spans(input_ids, loss_mask) -> list[tuple[int, ...]]:
 
 
 def register(name: str, **fields) -> str:
-    """A SpecForge chat template registered under name (what README: Exports has a user run before training)."""
+    """A SpecForge chat template registered under name (what docs/trainers.md has a user run before training)."""
     from specforge.data.template import TEMPLATE_REGISTRY, ChatTemplate
 
     TEMPLATE_REGISTRY.register(name, ChatTemplate(**fields), override=True)

@@ -1,5 +1,5 @@
 """What each conversation route trains that the model did not generate, with Qwen3's own tokenizer and chat template
-(tests/data/qwen3) and the trainers' own code: the counts README: Exports states. The run is merge_runs.QWEN3_SCRIPT:
+(tests/data/qwen3) and the trainers' own code: the counts docs/trainers.md states. The run is merge_runs.QWEN3_SCRIPT:
 6 conversations, 9 turns (7 carried by the text exports: one turn is cut by length, one stopped on <|endoftext|>),
 thinking on (reasoning closed) and off (enable_thinking: false), one answer whose ids the tokenizer splits otherwise.
 
@@ -65,7 +65,7 @@ def tally(rows, tokenizer, by_name, *, row_per_turn: bool) -> tuple[Counter, Cou
 
 
 def test_specforge_messages_under_chatml_exact(run):
-    """messages.jsonl, data.train_data_path, the README's chatml-exact (no default system, <|im_end|> without the
+    """messages.jsonl, data.train_data_path, docs/trainers.md's chatml-exact (no default system, <|im_end|> without the
     newline), a general parser: every carried turn once; Qwen3's template lays the empty think block on each last
     turn (its reasoning is dropped) and the tokenizer re-splits an answer."""
     from datasets import load_dataset

@@ -1,10 +1,10 @@
 """speculators' render route (`prepare-data --render-endpoint`) on messages.jsonl when the render server defaults to
-`enable_thinking=false` (README: Exports), with Qwen3's own tokenizer and template and speculators' own code (the
+`enable_thinking=false` (docs/trainers.md), with Qwen3's own tokenizer and template and speculators' own code (the
 server a stand-in rendering with the model's template and that default): the benefit (no thinking-off turn trains
-the empty think block) and the cost, measured on the rows README: Exports counts (merge_runs.QWEN3_SCRIPT) and on
+the empty think block) and the cost, measured on the rows docs/trainers.md counts (merge_runs.QWEN3_SCRIPT) and on
 those rows plus a thinking-on answer without reasoning. Each row's context (its untrained prefix) is compared with
 the prompt the model generated that turn from (the dataset's prompt_ids): the tokens in it that are the turn's own
-output (generated, now context, not trained) and those the model never saw at all; README: Exports quotes them."""
+output (generated, now context, not trained) and those the model never saw at all; docs/trainers.md quotes them."""
 
 from difflib import SequenceMatcher
 

@@ -4,7 +4,7 @@ SpecForge 0.2.0 (`data.prompts_path`: specforge/data/prompt_builder.py::prepare_
 specforge/data/preprocessing.py::build_eagle3_dataset; scripts/expand_reasoning_conversations.py, copied in
 specforge_scripts/) and speculators 0.9.0 (`prepare_data --data`:
 speculators/data_generation/preprocessing.py::load_and_preprocess_dataset). Token exports load with shardgen's exact
-ids and masks; under the settings the README recommends, the text exports train no token the model did not
+ids and masks; under the settings docs/trainers.md recommends, the text exports train no token the model did not
 generate. The packages come from the README's test set-up (`pip install --no-deps specforge==0.2.0
 speculators==0.9.0`): without them these tests fail, they are never skipped."""
 
@@ -15,7 +15,7 @@ import pytest
 
 from merge_runs import CHATML, QWEN3_SCRIPT, QWEN3_THINKING_OFF, expand_reasoning, register, scripted_run, spans
 
-# merge_runs.CHATML is what README: Exports recommends for SpecForge's train_data_path: the model's end-of-turn token
+# merge_runs.CHATML is what docs/trainers.md recommends for SpecForge's train_data_path: the model's end-of-turn token
 # without the newline the built-in Qwen templates append (and train), and no default system prompt where a
 # conversation had none.
 

@@ -1,4 +1,4 @@
-"""The README's identities between summary.json's totals hold on a multi-turn run, where a conversation (counted
+"""docs/outputs.md's identities between summary.json's totals hold on a multi-turn run, where a conversation (counted
 in `generated`) gives one dataset row per generated turn."""
 
 from shardgen.generate import checkpoint

@@ -38,7 +38,7 @@ def test_the_header_and_the_index_are_covered_and_a_byte_outside_the_blocks_is_n
     before = weights_digest(model_copy)
     start, size = _data_start(weights), weights.stat().st_size
     assert size - start > 3 * BLOCK + 2  # room for a byte in no sampled block
-    _flip_byte(weights, start + BLOCK + 1)  # between the start and the middle block: not read (the README says so)
+    _flip_byte(weights, start + BLOCK + 1)  # between the start and the middle block: not read (docs/outputs.md says so)
     assert weights_digest(model_copy) == before
     _flip_byte(weights, 8 + (start - 8) // 2)  # in the JSON header (tensor names, dtypes, shapes, offsets)
     changed = weights_digest(model_copy)

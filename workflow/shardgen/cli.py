@@ -93,7 +93,7 @@ COMMANDS = {
         opt("--out", help="audit folder (default: <results_dir>/audit)"))),
     "status": Command(cmd_status, "progress of every shard", (
         opt("--watch", type=float, nargs="?", const=5.0, default=None, help="refresh every N seconds"),)),
-    "forecast": Command(cmd_forecast, "time, disk and prefill cost of a planned dataset (README: Forecast)", (
+    "forecast": Command(cmd_forecast, "time, disk and prefill cost of a planned dataset (docs/forecast.md)", (
         opt("--prompts", type=int, help="prompts (default: the built prompt set of --config/--results)"),
         opt("--output-tokens", type=float, help="mean output tokens per prompt (default: the run's measured)"),
         opt("--gpus", type=int, help="GPUs, one engine each (default: the config's gpus / GPUs per engine)"),

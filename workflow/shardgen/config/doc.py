@@ -2,6 +2,7 @@
 descriptions) and shardgen.prompts.formats (the formats): `python -m shardgen.config.doc` prints both."""
 
 import json
+import textwrap
 
 from shardgen.config.schema import schema
 from shardgen.prompts.formats import FORMATS
@@ -36,9 +37,11 @@ def key_table() -> str:
 
 
 def formats_text() -> str:
-    return "Formats: " + "; ".join(f"`{name}` = {fmt.about}" for name, fmt in FORMATS.items()) + (
+    """One paragraph, wrapped at the README's 120 characters."""
+    text = "Formats: " + "; ".join(f"`{name}` = {fmt.about}" for name, fmt in FORMATS.items()) + (
         ". The original answer is kept as `reference`; with `multi_turn: first` later turns are counted as "
         "`dropped_turns`, with `each_turn` every one is regenerated (see Multi-turn).")
+    return textwrap.fill(text, width=120, break_long_words=False, break_on_hyphens=False)
 
 
 if __name__ == "__main__":

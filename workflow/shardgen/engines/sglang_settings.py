@@ -24,9 +24,9 @@ SCHEMA = {
             "running cap sized from memory) for independent single turns, a prefix cache (`no_buffer`) for "
             "`each_turn` conversations or prompts sharing a long prefix; logged and recorded in the done file "
             "(`engine.mamba_strategy_auto`). `no_buffer`, `extra_buffer`, `extra_buffer_lazy` or `no_radix` fix it "
-            "(what each costs: the README's engine defaults). Under a prefix cache the requests one prefill batch "
+            "(what each costs: docs/performance.md). Under a prefix cache the requests one prefill batch "
             "admits are bounded so their state copies fit (`engine.prefill_limit_auto`) unless `engine.args` sets "
-            "`prefill_max_requests`. Formerly `engine.mamba_strategy`, still read",
+            "`prefill_max_requests`. Also read from `engine.mamba_strategy`",
             "type": "string", "enum": list(STRATEGIES), "default": "auto"},
     },
 }

@@ -40,7 +40,7 @@ SPELLINGS = (  # newest first
     Spelling("0", "mamba_scheduler_strategy", "cuda_graph_max_bs",
              ("disable_piecewise_cuda_graph", True), no_buffer_overlap_off=False),
 )
-TESTED = ("0.5.13.post1", "0.5.17")  # run end to end on a GPU (README: SGLang versions)
+TESTED = ("0.5.13.post1", "0.5.17")  # run end to end on a GPU (docs/engine.md: SGLang versions)
 # Every spelling of each renamed field, newest first: what a log line, a done record or a user's engine.args may hold.
 STRATEGY_FIELDS = tuple(s.mamba_strategy for s in SPELLINGS)
 GRAPH_LIMIT_FIELDS = tuple(s.graph_limit for s in SPELLINGS)

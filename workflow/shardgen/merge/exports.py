@@ -1,4 +1,4 @@
-"""The exports merge writes beside train.jsonl, each in a format a drafter trainer loads as it is (README: Exports
+"""The exports merge writes beside train.jsonl, each in a format a drafter trainer loads as it is (docs/trainers.md
 names the loader each one matches, the settings to use and what each trains that the model did not generate).
 DuckDB streams each from the dataset through the queries in workflow/sql/internal/ (text_turns, conversations,
 split_conversations, export_*); nothing is held in Python.

@@ -126,7 +126,7 @@ def render(run: dict) -> str:
         rate = f"{run['output_tok_per_s']} output tok/s committed" if run["output_tok_per_s"] else \
             "nothing generating now"
         line = (f"run: {share}{rate}, ETA {run['eta_s']} s ({run['eta_s'] / 3600:.1f} h) (the sum of the shards' "
-                "commit_tok_per_s: each over the newer half of its attempt's commits; see README: ETA)")
+                "commit_tok_per_s: each over the newer half of its attempt's commits; see docs/forecast.md)")
     if run.get("stale_rows"):
         line += f"; {run['stale_rows']} stale rows on disk (made for other prompts or settings: not counted)"
     if run.get("interrupted"):
