@@ -9,10 +9,11 @@ import signal
 from collections.abc import Sequence
 from pathlib import Path
 
-from shardgen.capture import Capture
+from shardgen.capture import Capture, HiddenCapture
 from shardgen.config import ConfigError
 from shardgen.config.sections import EngineConfig
-from shardgen.engines import EngineInfo, LogLine, Request, Result, RunSettings, recorded_numerics, transformers_scoring
+from shardgen.engines import (EngineInfo, LogLine, Request, Result, RunSettings, recorded_numerics, transformers_hidden,
+                             transformers_scoring)
 from shardgen.engines.scoring import ScoreRequest, Scores, temperature
 from shardgen.faults import engine_abort_marker
 from shardgen.sampling import FIELDS
@@ -60,7 +61,7 @@ class TransformersEngine:
         self.model = AutoModelForCausalLM.from_pretrained(
             model.path, trust_remote_code=model.trust_remote_code, dtype=getattr(torch, self.args["dtype"])
         ).to(device).eval()
-        self.capture = Capture.of(config)
+        self.capture, self.hidden = Capture.of(config), HiddenCapture.of(config)
         self.stop_ids = set(model.stop_token_ids)
         self.pad_id = model.tokenizer.pad_token_id if model.tokenizer.pad_token_id is not None else 0
         self.info = self.info_from_record({"backend": "transformers", "max_running_requests": self.max_running_requests,
@@ -180,7 +181,10 @@ class TransformersEngine:
                                       eos_token_id=sorted(self.stop_ids), pad_token_id=self.pad_id,
                                       **({"logits_processor": [recorder]} if recorder else {}))
         captured = recorder.rows(out) if recorder else [{}] * len(requests)
-        return [self._result(r, out[i, width:].tolist(), captured[i]) for i, r in enumerate(requests)]
+        results = [self._result(r, out[i, width:].tolist(), captured[i]) for i, r in enumerate(requests)]
+        if self.hidden:
+            transformers_hidden.attach(self.model, self.hidden, requests, results, self.args["device"])
+        return results
 
     def _mode(self, request: Request) -> str | None:
         """What the request asks for (capture.Capture.mode): tokens, signal or nothing."""
