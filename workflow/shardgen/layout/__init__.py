@@ -7,7 +7,8 @@ from pathlib import Path
 
 from shardgen.layout.folders import (SHARD_WILDCARD, SHARD_REGEX, SPLIT_FILE_SHARD_REGEX, TELEMETRY_FILE_SHARD_REGEX,
                                      PARTS_INDEX, ATTEMPTS, HEARTBEAT, shard_id, shard_ids, shard_number, shard_file,
-                                     prompt_table, part_path, parts_glob, part_files, stale_part_temps,
+                                     prompt_table, part_path, hidden_part_path, hidden_part_files, parts_glob,
+                                     part_files, stale_part_temps,
                                      parts_index_path, quarantine_dir, attempts_path, heartbeat_path, file_number,
                                      next_number, telemetry_path, telemetry_glob, telemetry_files)
 from shardgen.layout.stages import AuditLayout, ReportLayout, TuneLayout
@@ -16,7 +17,8 @@ from shardgen.layout.stages import AuditLayout, ReportLayout, TuneLayout
 __all__ = ["AuditLayout", "Layout", "ReportLayout", "TuneLayout", "SHARD_WILDCARD", "SHARD_REGEX",
            "SPLIT_FILE_SHARD_REGEX", "TELEMETRY_FILE_SHARD_REGEX", "PARTS_INDEX", "ATTEMPTS", "HEARTBEAT", "shard_id",
            "shard_ids",
-           "shard_number", "shard_file", "prompt_table", "part_path", "parts_glob", "part_files", "stale_part_temps",
+           "shard_number", "shard_file", "prompt_table", "part_path", "hidden_part_path", "hidden_part_files",
+           "parts_glob", "part_files", "stale_part_temps",
            "parts_index_path", "quarantine_dir", "attempts_path", "heartbeat_path", "file_number", "next_number",
            "telemetry_path", "telemetry_glob", "telemetry_files"]
 
