@@ -121,6 +121,10 @@ class Layout:
         or tokens.parquet."""
         return self.exports_dir / name
 
+    def hidden_export(self, trainer: str) -> Path:
+        """The hidden-state export for one trainer's offline reader: specforge or speculators (a folder)."""
+        return self.exports_dir / "hidden" / trainer
+
     @property
     def exports_manifest(self) -> Path:
         """The exports' sidecar: what the rows were rendered with (not row fields: trainers read those)."""
