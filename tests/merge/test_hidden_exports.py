@@ -61,7 +61,8 @@ def test_specforge_offline_eagle3_reads_the_export(make_config, write_jsonl, dem
         assert sample["input_ids"][0].tolist() == turn["input_ids"]
         assert sample["loss_mask"][0].tolist()[:-1] == turn["loss_mask"][:-1]  # SpecForge zeroes the last itself
         assert sample["hidden_state"].shape == (1, len(turn["input_ids"]), 3 * hidden)  # aux: 3 layers
-        assert sample["target"].shape == (1, len(turn["input_ids"]), hidden) and ref.num_tokens == len(turn["input_ids"])
+        assert sample["target"].shape == (1, len(turn["input_ids"]), hidden)
+        assert ref.num_tokens == len(turn["input_ids"])
         raw = torch.load(ref.feature_store_uri.removeprefix("file://"), weights_only=True)
         assert torch.equal(normalize_offline_sample(raw, 2048)["target"], sample["target"])
         match = [s for s in states if torch.equal(s[:, -1], sample["target"][0])]

@@ -160,9 +160,9 @@ def hidden_manifest(config, layout: Layout, written: dict) -> dict | None:
             "scale": "float8_e4m3fn: one float32 per position, amax over its layers / 448; the value is fp8 * scale"
                      if hidden.dtype == "float8_e4m3fn" else None,
             "sources": "all" if hidden.sources is None else sorted(hidden.sources),
-            "model_hash": config.target_model.fingerprint["model"], "layer_ids_are": "output_hidden_states indices: 0 the embeddings, i "
-                                                             "the input of decoder layer i, L the last after the "
-                                                             "final norm",
+            "model_hash": config.target_model.fingerprint["model"],
+            "layer_ids_are": "output_hidden_states indices: 0 the embeddings, i the input of decoder layer i, L the "
+                             "last after the final norm",
             "exports": {name: {"folder": str(layout.hidden_export(name)), **figures}
                         for name, figures in written.get("exports", {}).items()}}
 

@@ -81,7 +81,8 @@ def _speculators(rows: list[dict], folder: Path) -> None:
     (folder / "hidden_states").mkdir()
     for i, row in enumerate(rows):
         stored = read_turn(row["states"], row["gen_key"])
-        tensors = {"token_ids": torch.tensor(list(row["input_ids"]), dtype=torch.long), "hidden_states": stored["states"]}
+        tensors = {"token_ids": torch.tensor(list(row["input_ids"]), dtype=torch.long),
+                   "hidden_states": stored["states"]}
         if "scale" in stored:
             tensors["hidden_states_scales"] = stored["scale"]
         save_file(tensors, str(folder / "hidden_states" / f"hs_{i}.safetensors"))
