@@ -11,7 +11,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-from shardgen.capture import HiddenCapture, decoded, named_layers
+from shardgen.capture import LAST_BEFORE_NORM, HiddenCapture, decoded, named_layers
 from shardgen.config import ConfigError
 from shardgen.generate import checkpoint
 from shardgen.layout import Layout, hidden_part_path
@@ -42,11 +42,17 @@ def winners(layout: Layout) -> list[dict]:
     return [{"gen_key": k, "part": Path(f), "ids": list(own or first) + list(out)} for k, f, own, first, out in rows]
 
 
-def reference(model_path, ids: list[int], layers: list[int]) -> torch.Tensor:
+def reference(model_path, ids: list[int], layers: list) -> torch.Tensor:
+    """An HF forward's output_hidden_states at `layers`; last_before_norm: the last decoder layer's own output (a
+    hook on that layer, not on the norm the engine hooks)."""
     model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32).eval()
+    last_layer = []
+    hook = model.get_decoder().layers[-1].register_forward_hook(
+        lambda _, args, out: last_layer.append(out[0] if isinstance(out, tuple) else out))
     with torch.inference_mode():
         out = model(torch.tensor([ids]), use_cache=False, output_hidden_states=True)
-    return torch.stack([out.hidden_states[i][0] for i in layers], dim=1)
+    hook.remove()
+    return torch.stack([(last_layer[0] if i == LAST_BEFORE_NORM else out.hidden_states[i])[0] for i in layers], dim=1)
 
 
 @pytest.mark.parametrize("dtype", ["bfloat16", "float8_e4m3fn"])
@@ -78,8 +84,20 @@ def test_float32_states_equal_the_hf_forward(make_config, write_jsonl, demo_mode
 
     model = AutoModelForCausalLM.from_pretrained(demo_model, dtype=torch.float32).eval()
     ids = list(range(5, 40))
-    layers = [0, 1, model.config.num_hidden_layers]
+    layers = [0, 1, model.config.num_hidden_layers, LAST_BEFORE_NORM]
     assert (turn_states(model, ids, layers, "cpu") - reference(demo_model, ids, layers)).abs().max() <= 1e-5
+
+
+def test_last_before_norm_is_the_final_norms_input_not_hfs_last(demo_model):
+    """speculators' last (vLLM's id L) is the final norm's input; HF's index L is that norm's output (SpecForge's)."""
+    from shardgen.engines.transformers_hidden import final_norm, turn_states
+
+    model = AutoModelForCausalLM.from_pretrained(demo_model, dtype=torch.float32).eval()
+    ids, top = list(range(5, 40)), model.config.num_hidden_layers
+    states = turn_states(model, ids, [top, LAST_BEFORE_NORM], "cpu")
+    with torch.inference_mode():
+        normed = final_norm(model)(states[:, 1])
+    assert (normed - states[:, 0]).abs().max() <= 1e-5 and (states[:, 1] - states[:, 0]).abs().max() > 0.1
 
 
 def test_off_writes_nothing(make_config, write_jsonl):
@@ -108,11 +126,12 @@ def test_a_shard_killed_between_states_and_part_resumes_with_one_set_per_turn(ma
 
 
 def test_layer_sets_and_bad_layers():
-    assert named_layers("eagle3", 32) == [2, 16, 29, 32] and named_layers("dflash", 32) == [17, 32]
+    assert named_layers("eagle3", 32) == [2, 16, 29, 32, LAST_BEFORE_NORM]
+    assert named_layers("dflash", 32) == [17, LAST_BEFORE_NORM]
     assert HiddenCapture((3, 1), "bfloat16").layer_ids(4) == [3, 1]
     with pytest.raises(ValueError, match=r"\[9\] past the model's last index 4"):
         HiddenCapture((1, 9), "bfloat16").layer_ids(4)
-    assert HiddenCapture("eagle3", "float8_e4m3fn").bytes_per_token(32, 4096) == 4 * 4096 + 4
+    assert HiddenCapture("eagle3", "float8_e4m3fn").bytes_per_token(32, 4096) == 5 * 4096 + 4
 
 
 def test_the_sglang_backend_refuses_it_naming_the_key(make_config, write_jsonl):

@@ -18,6 +18,7 @@ from shardgen.store.hidden import read_turn
 from helpers import stage
 
 GREEDY = {"temperature": 0.0, "max_new_tokens": 6}
+AUX, LAST, BEFORE_NORM = [0, 1, 2], 3, 4  # eagle3's layers as stored: [2, L//2, L-3], L, last_before_norm
 
 
 def run(make_config, write_jsonl, hidden: dict) -> tuple:
@@ -65,8 +66,8 @@ def test_specforge_offline_eagle3_reads_the_export(make_config, write_jsonl, dem
         assert ref.num_tokens == len(turn["input_ids"])
         raw = torch.load(ref.feature_store_uri.removeprefix("file://"), weights_only=True)
         assert torch.equal(normalize_offline_sample(raw, 2048)["target"], sample["target"])
-        match = [s for s in states if torch.equal(s[:, -1], sample["target"][0])]
-        assert len(match) == 1 and torch.equal(match[0][:, :-1].flatten(1), sample["hidden_state"][0])
+        match = [s for s in states if torch.equal(s[:, LAST], sample["target"][0])]  # L, after the final norm
+        assert len(match) == 1 and torch.equal(match[0][:, AUX].flatten(1), sample["hidden_state"][0])
 
 
 @pytest.mark.parametrize("dtype", ["bfloat16", "float8_e4m3fn"])
@@ -83,9 +84,10 @@ def test_speculators_arrow_dataset_reads_the_export(make_config, write_jsonl, de
     for i, turn in enumerate(turns):
         sample = dataset[i]
         assert sample["input_ids"].tolist() == turn["input_ids"] and sample["loss_mask"].tolist() == turn["loss_mask"]
-        match = [s for s in states if torch.equal(s[:, -1], sample["verifier_last_hidden_states"].to(torch.bfloat16))]
-        assert len(match) == 1
-        assert torch.equal(match[0][:, :-1].flatten(1), sample["hidden_states"].to(torch.bfloat16))
+        last = sample["verifier_last_hidden_states"].to(torch.bfloat16)  # the final norm's input, as vLLM gives it
+        match = [s for s in states if torch.equal(s[:, BEFORE_NORM], last)]
+        assert len(match) == 1 and not torch.equal(match[0][:, LAST], last)
+        assert torch.equal(match[0][:, AUX].flatten(1), sample["hidden_states"].to(torch.bfloat16))
     manifest = json.loads(layout.exports_manifest.read_text())["hidden_states"]
     layers = named_layers("eagle3", json.loads((demo_model / "config.json").read_text())["num_hidden_layers"])
     assert manifest["layers"] == [layers] and manifest["dtype"] == [dtype]
@@ -97,3 +99,30 @@ def test_capture_off_writes_no_hidden_export(make_config, write_jsonl):
     _, layout, turns = run(make_config, write_jsonl, {})
     assert turns and not (layout.exports_dir / "hidden").exists()
     assert json.loads(layout.exports_manifest.read_text())["hidden_states"] is None
+
+
+def test_specforge_offline_dflash_reads_the_export(make_config, write_jsonl):
+    """The dflash layer set: SpecForge's DFlash sample (its target layer, no last) through its own normalizers, and
+    speculators' export beside it; no EAGLE-3 export, whose last layer (L) is not in the set."""
+    from specforge.algorithms.common.dflash_family_data import normalize_offline_sample
+    from specforge.data.preprocessing import process_offline_dflash_sample
+    from specforge.runtime.data_plane.offline_reader import OfflineManifestReader, list_feature_files
+
+    _, layout, turns = run(make_config, write_jsonl, {"enabled": True, "layers": "dflash"})
+    folder = layout.hidden_export("specforge_dflash")
+    refs = OfflineManifestReader(str(folder), feature_keys=("input_ids", "loss_mask", "hidden_states"),
+                                 target_repr=None, validate_files=True).read()
+    files = list_feature_files(str(folder))
+    assert len(refs) == len(files) == len(turns) == 3
+    states = list(stored_states(layout).values())
+    for turn, path in zip(turns, files):
+        raw = torch.load(path, weights_only=True)
+        sample = process_offline_dflash_sample(raw, 2048)
+        assert torch.equal(normalize_offline_sample(raw, 2048)["hidden_states"], sample["hidden_states"])
+        assert sample["input_ids"][0].tolist() == turn["input_ids"]
+        assert sample["loss_mask"][0].tolist() == turn["loss_mask"]
+        assert sample["hidden_states"].shape == (1, len(turn["input_ids"]), states[0].shape[-1])  # one layer
+        assert len([s for s in states if torch.equal(s[:, 0], sample["hidden_states"][0])]) == 1
+    manifest = json.loads(layout.exports_manifest.read_text())["hidden_states"]
+    assert sorted(manifest["exports"]) == ["specforge_dflash", "speculators"]
+    assert not layout.hidden_export("specforge").exists()

@@ -50,7 +50,7 @@ class ExportsConfig(Section):
 @dataclass(frozen=True)
 class HiddenStatesConfig(Section):
     enabled: bool  # every captured turn's hidden states at `layers` (shardgen/capture.py: HiddenCapture)
-    layers: str | list[int]  # eagle3 | dflash | output_hidden_states indices
+    layers: str | list[int | str]  # eagle3 | dflash | output_hidden_states indices and last_before_norm
     dtype: str  # bfloat16 | float8_e4m3fn
 
 

@@ -162,7 +162,8 @@ def hidden_manifest(config, layout: Layout, written: dict) -> dict | None:
             "sources": "all" if hidden.sources is None else sorted(hidden.sources),
             "model_hash": config.target_model.fingerprint["model"],
             "layer_ids_are": "output_hidden_states indices: 0 the embeddings, i the input of decoder layer i, L the "
-                             "last after the final norm",
+                             "last after the final norm; last_before_norm: the final norm's input",
+            "skipped": written.get("skipped", {}),
             "exports": {name: {"folder": str(layout.hidden_export(name)), **figures}
                         for name, figures in written.get("exports", {}).items()}}
 

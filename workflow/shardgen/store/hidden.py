@@ -9,7 +9,8 @@ one rename and the count of files the parts' own.
 
 Tensors, per turn of the part that has states: `{gen_key}/states` ([positions, layers, hidden]: every position of
 prompt_ids + output_ids, the layers in `layers` order) and, for fp8, `{gen_key}/scale` (float32 [positions, 1, 1]).
-Header metadata: `layers` (JSON ids, output_hidden_states indices), `dtype`."""
+Header metadata (JSON values): `layers` (ids: output_hidden_states indices and capture.LAST_BEFORE_NORM),
+`num_layers` (the model's decoder layers, L), `layer_set` (eagle3, dflash or explicit), `dtype`."""
 
 import json
 from pathlib import Path
@@ -18,16 +19,18 @@ from shardgen.store.atomic import committed
 
 
 def write_states(turns: dict[str, dict], path: Path) -> None:
-    """`turns`: gen_key -> capture.HiddenCapture.encode's dict with its `layers`; one file, committed atomically."""
+    """`turns`: gen_key -> capture.HiddenCapture.encode's dict with its `header` (the layers, L, the layer set); one
+    file, committed atomically."""
     from safetensors.torch import save_file
 
-    layers = {json.dumps(t["layers"]) for t in turns.values()}
-    if len(layers) != 1:
-        raise ValueError(f"{path}: turns captured at different layers {sorted(layers)} cannot share a part")
-    tensors = {f"{key}/{name}": value for key, t in turns.items() for name, value in t.items() if name != "layers"}
+    headers = {json.dumps(t["header"], sort_keys=True) for t in turns.values()}
+    if len(headers) != 1:
+        raise ValueError(f"{path}: turns captured at different layers {sorted(headers)} cannot share a part")
+    tensors = {f"{key}/{name}": value for key, t in turns.items() for name, value in t.items() if name != "header"}
     dtype = str(next(iter(turns.values()))["states"].dtype).removeprefix("torch.")
+    metadata = {name: json.dumps(value) for name, value in json.loads(headers.pop()).items()}
     with committed(path) as tmp:
-        save_file(tensors, str(tmp), metadata={"layers": layers.pop(), "dtype": dtype})
+        save_file(tensors, str(tmp), metadata={**metadata, "dtype": dtype})
 
 
 def read_header(path: Path) -> dict:
@@ -37,7 +40,8 @@ def read_header(path: Path) -> dict:
     with safe_open(str(path), framework="pt") as f:
         meta = f.metadata()
         keys = sorted({name.split("/")[0] for name in f.keys()})
-    return {"layers": json.loads(meta["layers"]), "dtype": meta["dtype"], "gen_keys": keys}
+    return {**{name: json.loads(value) for name, value in meta.items() if name != "dtype"}, "dtype": meta["dtype"],
+            "gen_keys": keys}
 
 
 def read_turn(path: Path, gen_key: str) -> dict:
