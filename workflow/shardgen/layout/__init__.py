@@ -121,9 +121,15 @@ class Layout:
         or tokens.parquet."""
         return self.exports_dir / name
 
+    @property
+    def hidden_exports_dir(self) -> Path:
+        """The hidden-state exports' folder: one folder per trainer in it."""
+        return self.exports_dir / "hidden"
+
     def hidden_export(self, trainer: str) -> Path:
-        """The hidden-state export for one trainer's offline reader: specforge or speculators (a folder)."""
-        return self.exports_dir / "hidden" / trainer
+        """The hidden-state export for one trainer's offline reader: specforge, specforge_dflash or speculators (a
+        folder)."""
+        return self.hidden_exports_dir / trainer
 
     @property
     def exports_manifest(self) -> Path:
