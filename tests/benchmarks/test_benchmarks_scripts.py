@@ -66,3 +66,13 @@ def test_variable_length_make_writes_a_valid_config(tmp_path, demo_model):
     raw = yaml.safe_load((tmp_path / "w" / "config.yaml").read_text())
     config = Config.from_dict(raw)
     assert len(config.sources) == 4 and all(Path(s.path).is_file() for s in config.sources)
+
+
+def test_hidden_states_cpu_runs_its_arms_and_matches_its_forecast(tmp_path):
+    """benchmarks/hidden_states_cpu.py on 2 rows: every arm, the same tokens in each, bytes within 5% of forecast."""
+    out = tmp_path / "hidden.json"
+    bench(REPO / "benchmarks" / "hidden_states_cpu.py", "--workdir", tmp_path / "work", "--rows", "2", "--save", out)
+    arms = {a["arm"]: a for a in json.loads(out.read_text())["arms"]}
+    assert list(arms) == ["off", "bfloat16", "float8_e4m3fn"]
+    assert len({a["output_tokens"] for a in arms.values()}) == 1 and all(len(a["wall_s"]) == 2 for a in arms.values())
+    assert all(0.95 <= arms[name]["measured_over_forecast"] <= 1.05 for name in ("bfloat16", "float8_e4m3fn"))

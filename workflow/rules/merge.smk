@@ -1,5 +1,6 @@
 # Stage 4 and 5: the final dataset and the exports for trainers, then the DuckDB report.
 # On a cluster, merge is a cluster job (it streams the whole dataset); report is local (small queries).
+from shardgen.capture import HiddenCapture
 from shardgen.merge.exports import EXPORTS
 
 
@@ -16,6 +17,9 @@ rule merge:
         # the exports for trainers (shardgen/merge/exports.py), written by merge where Layout puts them
         exports=[LAYOUT.export(name) for name in EXPORTS],
         exports_manifest=LAYOUT.exports_manifest,
+        # the hidden-state exports (shardgen/merge/hidden_exports.py), only when capture.hidden_states is on: one
+        # folder per trainer in it, each replaced whole by merge
+        **({"hidden_exports": directory(LAYOUT.hidden_exports_dir)} if HiddenCapture.of(CONFIG) else {}),
     log:
         LAYOUT.log("merge"),
     benchmark:

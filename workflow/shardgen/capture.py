@@ -93,3 +93,86 @@ def turn_signal(token_logprobs: list[float] | None, top_logprobs: list[list[floa
                  for row in top_logprobs or () if row and not math.isnan(row[0])]
     return {"logprob_mean": sum(values) / len(values), "logprob_min": min(values),
             "topk_entropy_mean": sum(entropies) / len(entropies) if entropies else None}
+
+
+# Hidden states (config `capture.hidden_states`). A layer id is an index of HF's `output_hidden_states`: 0 the
+# embeddings, i the input of decoder layer i (SGLang's and vLLM's EAGLE-3 capture takes `hidden_states + residual`
+# before layer i: the same vector), L the last after the final norm (what SGLang hands its logits processor:
+# SpecForge's offline `hidden_state`, whose trainer applies lm_head alone). LAST_BEFORE_NORM is the final norm's
+# input, the last decoder layer's output: what vLLM's extract_hidden_states gives for id L (it appends the residual
+# stream before `self.norm`) and speculators' trainer expects as `verifier_last_hidden_states` (it applies its own
+# verifier_norm to it).
+FP8_MAX = 448.0  # torch.finfo(torch.float8_e4m3fn).max
+LAST_BEFORE_NORM = "last_before_norm"
+
+
+def named_layers(name: str, num_layers: int) -> list:
+    """A named layer set for a model of `num_layers` decoder layers. eagle3: SGLang 0.5.17's
+    `set_eagle3_layers_to_capture` default (models/llama.py: [2, L//2, L-3]) and speculators 0.9.0's
+    `resolve_target_layer_ids`, then L (SpecForge's last) and LAST_BEFORE_NORM (speculators'); dflash: SpecForge
+    0.2.0's auto-generated DFlash draft (`build_target_layer_ids(L, 1)` = [L//2], a layer output, which is index
+    L//2 + 1) and LAST_BEFORE_NORM (speculators' DFlash splits it off as its last; SpecForge's DFlash takes none)."""
+    if name == "eagle3":
+        return [2, num_layers // 2, num_layers - 3, num_layers, LAST_BEFORE_NORM]
+    return [num_layers // 2 + 1, LAST_BEFORE_NORM]
+
+
+@dataclass(frozen=True)
+class HiddenCapture:
+    """What the engine is asked for per request: the hidden states at `layers` (config value: a name or ids) for
+    every position of the turn, kept in `dtype`; `sources`: the captured sources (None: every source)."""
+    layers: str | tuple[int | str, ...]
+    dtype: str
+    sources: frozenset[str] | None = None
+
+    @classmethod
+    def of(cls, config) -> "HiddenCapture | None":
+        """`capture.hidden_states` for every source but where a source's own `hidden_states` says otherwise; None
+        when no source is captured (or a config without the section)."""
+        section = getattr(getattr(config, "capture", None), "hidden_states", None)
+        if section is None:
+            return None
+        own = {s.name: s.hidden_states for s in config.sources}
+        layers = section.layers if isinstance(section.layers, str) else tuple(section.layers)
+        if section.enabled:
+            left_out = {name for name, on in own.items() if on is False}
+            return cls(layers, section.dtype, frozenset(own) - left_out if left_out else None)
+        chosen = frozenset(name for name, on in own.items() if on)
+        return cls(layers, section.dtype, chosen) if chosen else None
+
+    def wants(self, source: str | None) -> bool:
+        return self.sources is None or source in self.sources
+
+    def layer_ids(self, num_layers: int) -> list:
+        """The output_hidden_states indices (and LAST_BEFORE_NORM) for a model of `num_layers` decoder layers; an id
+        past L is refused."""
+        ids = named_layers(self.layers, num_layers) if isinstance(self.layers, str) else list(self.layers)
+        if too_high := [i for i in ids if i != LAST_BEFORE_NORM and i > num_layers]:
+            raise ValueError(f"capture.hidden_states.layers: {too_high} past the model's last index {num_layers} "
+                             f"({num_layers} decoder layers; 0 is the embeddings)")
+        return ids
+
+    def bytes_per_token(self, num_layers: int, hidden_size: int) -> int:
+        """What one position costs on disk: a value per layer and unit, plus the fp8 scale."""
+        values = len(self.layer_ids(num_layers)) * hidden_size
+        return values * 2 if self.dtype == "bfloat16" else values + 4
+
+    def encode(self, states) -> dict:
+        """A turn's states ([positions, layers, hidden], any float dtype) as stored: `states` in bfloat16, or in
+        float8_e4m3fn with `scale` (float32 [positions, 1, 1]: amax / 448 per position, hs_connectors' layout)."""
+        import torch
+
+        if self.dtype == "bfloat16":
+            return {"states": states.to(torch.bfloat16).contiguous()}
+        values = states.float()
+        scale = (values.abs().amax(dim=(1, 2), keepdim=True) / FP8_MAX).clamp(min=1e-12)
+        return {"states": (values / scale).to(torch.float8_e4m3fn).contiguous(), "scale": scale.contiguous()}
+
+
+def decoded(stored: dict, dtype=None):
+    """A stored turn's states back as floats (`dtype`, default float32): fp8 values times their scale."""
+    import torch
+
+    dtype = dtype or torch.float32
+    states = stored["states"].to(dtype)
+    return states * stored["scale"].to(dtype) if "scale" in stored else states

@@ -12,6 +12,7 @@ import yaml
 from shardgen.store.atomic import write_text
 from shardgen.config.schema import ConfigError, validate
 from shardgen.engines import check_sampling
+from shardgen.capture import HiddenCapture
 from shardgen.config.sections import (CaptureConfig, CheckpointConfig, EngineConfig, ExportsConfig, HardwareConfig,
                                       ModelConfig, PromptsConfig, SamplingDefaults, SourceConfig, build)
 from shardgen.layout import Layout
@@ -97,6 +98,10 @@ class Config:
         """Every sampling value the config writes is one engine.backend can apply (the backend registry's
         applies_sampling)."""
         check_sampling(self.engine.backend, self.defaults.as_dict(), "defaults")
+        if self.engine.backend != "transformers" and HiddenCapture.of(self):  # SGLang's: to be measured on a GPU
+            raise ConfigError(f"capture.hidden_states: the {self.engine.backend} backend does not capture hidden "
+                              "states yet (the transformers backend does); turn it off or pick engine.backend "
+                              "transformers")
         for i, source in enumerate(self.sources):
             check_sampling(self.engine.backend, source.sampling.as_dict(), f"sources[{i}].sampling")
 

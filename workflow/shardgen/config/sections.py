@@ -48,10 +48,18 @@ class ExportsConfig(Section):
 
 
 @dataclass(frozen=True)
+class HiddenStatesConfig(Section):
+    enabled: bool  # every captured turn's hidden states at `layers` (shardgen/capture.py: HiddenCapture)
+    layers: str | list[int | str]  # eagle3 | dflash | output_hidden_states indices and last_before_norm
+    dtype: str  # bfloat16 | float8_e4m3fn
+
+
+@dataclass(frozen=True)
 class CaptureConfig(Section):
     logprobs: bool  # the chosen token's logprob and the top_k per generated token (shardgen/capture.py)
     top_k: int
     signal: bool  # every turn's logprob_mean and logprob_min, from the chosen token's logprob alone
+    hidden_states: HiddenStatesConfig
 
 
 @dataclass(frozen=True)
@@ -134,6 +142,7 @@ class SourceConfig(Section):
     sampling: SamplingOverrides
     chat_template_kwargs: dict
     capture: bool | None  # this source captured or not, whatever capture.logprobs says; None: as it says
+    hidden_states: bool | None  # its hidden states captured or not, whatever capture.hidden_states says
     path: str | None = None  # exactly one of path and dataset is set (the schema's oneOf)
     dataset: str | None = None
 

@@ -61,6 +61,8 @@ class Result:
     logprobs: list[float] | None = None
     top_ids: list[list[int]] | None = None
     top_logprobs: list[list[float]] | None = None
+    # capture.HiddenCapture.encode's {states, scale (fp8), layers} over prompt + output; None when not asked
+    hidden_states: dict | None = None
 
 
 @dataclass(frozen=True)

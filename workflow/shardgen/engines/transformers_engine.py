@@ -9,10 +9,11 @@ import signal
 from collections.abc import Sequence
 from pathlib import Path
 
-from shardgen.capture import Capture
+from shardgen.capture import Capture, HiddenCapture
 from shardgen.config import ConfigError
 from shardgen.config.sections import EngineConfig
-from shardgen.engines import EngineInfo, LogLine, Request, Result, RunSettings, recorded_numerics, transformers_scoring
+from shardgen.engines import (EngineInfo, LogLine, Request, Result, RunSettings, recorded_numerics, transformers_hidden,
+                             transformers_scoring)
 from shardgen.engines.advice import NoAdvice
 from shardgen.engines.scoring import ScoreRequest, Scores, temperature
 from shardgen.faults import engine_abort_marker
@@ -20,8 +21,7 @@ from shardgen.sampling import FIELDS
 
 log = logging.getLogger(__name__)
 DEFAULT_BATCH = 8
-# transformers >= 5.2x warns once per kernel that a Mamba op falls back to its PyTorch reference: on the CPU that is
-# the only implementation there is, so the warning says nothing a user can act on.
+# transformers warns that each Mamba op falls back to its PyTorch reference: on the CPU that is all there is
 logging.getLogger("transformers.integrations.hub_kernels").setLevel(logging.ERROR)
 KNOWN_ARGS = {"dtype": "float32"}  # engine.args this backend understands, with their defaults
 
@@ -59,12 +59,10 @@ class TransformersEngine(NoAdvice):
         self.max_running_requests = config.engine.max_running_requests or DEFAULT_BATCH
         self.args = {"device": device, **check_args(config.engine.args)}
         torch.manual_seed(config.seed)
-        self.torch = torch
-        self.model_info = model
-        self.model = AutoModelForCausalLM.from_pretrained(
-            model.path, trust_remote_code=model.trust_remote_code, dtype=getattr(torch, self.args["dtype"])
-        ).to(device).eval()
-        self.capture = Capture.of(config)
+        self.torch, self.model_info = torch, model
+        self.model = AutoModelForCausalLM.from_pretrained(model.path, trust_remote_code=model.trust_remote_code,
+                                                          dtype=getattr(torch, self.args["dtype"])).to(device).eval()
+        self.capture, self.hidden = Capture.of(config), HiddenCapture.of(config)
         self.stop_ids = set(model.stop_token_ids)
         self.pad_id = model.tokenizer.pad_token_id if model.tokenizer.pad_token_id is not None else 0
         self.info = self.info_from_record({"backend": "transformers", "max_running_requests": self.max_running_requests,
@@ -184,7 +182,10 @@ class TransformersEngine(NoAdvice):
                                       eos_token_id=sorted(self.stop_ids), pad_token_id=self.pad_id,
                                       **({"logits_processor": [recorder]} if recorder else {}))
         captured = recorder.rows(out) if recorder else [{}] * len(requests)
-        return [self._result(r, out[i, width:].tolist(), captured[i]) for i, r in enumerate(requests)]
+        results = [self._result(r, out[i, width:].tolist(), captured[i]) for i, r in enumerate(requests)]
+        if self.hidden:
+            transformers_hidden.attach(self.model, self.hidden, requests, results, self.args["device"])
+        return results
 
     def _mode(self, request: Request) -> str | None:
         """What the request asks for (capture.Capture.mode): tokens, signal or nothing."""

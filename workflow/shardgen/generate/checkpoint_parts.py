@@ -14,7 +14,9 @@ import pyarrow.parquet as pq
 from shardgen.store import tables
 from shardgen.capture import aligned, signal_only, turn_signal
 from shardgen.store.atomic import write_table, write_text
-from shardgen.layout import next_number, part_files, part_path, parts_index_path, quarantine_dir, stale_part_temps
+from shardgen.layout import (hidden_part_files, hidden_part_path, next_number, part_files, part_path, parts_index_path,
+                             quarantine_dir, stale_part_temps)
+from shardgen.store.hidden import write_states
 from shardgen.sampling import names
 
 log = logging.getLogger(__name__)
@@ -25,6 +27,8 @@ def quarantine(path: Path, reason: str) -> Path:
     target = quarantine_dir(path.parent) / path.name
     target.parent.mkdir(exist_ok=True)
     os.replace(path, target)
+    if hidden_part_path(path).exists():  # its hidden states go with it: they are generated again with its rows
+        os.replace(hidden_part_path(path), hidden_part_path(target))
     log.error("part %s is unreadable (%s): moved to %s; its rows will be generated again", path, reason, target)
     return target
 
@@ -71,7 +75,9 @@ def part_row(request, *, shard: int, attempt: int, gpu: str, result=None, ended:
             "turn": request.turn, "base_key": request.base_key, "messages": request.history if later else None,
             "prompt_ids": request.prompt_ids if later else None,
             **{name: getattr(request.sampling, name) for name in names()},
-            **capture, **signal}
+            **capture, **signal,
+            # not a PART column: PartWriter.commit writes it beside the part (store/hidden.py)
+            "hidden_states": None if ended is not None or outcome["error"] else getattr(result, "hidden_states", None)}
 
 
 def read_index(folder: Path) -> dict[str, dict]:
@@ -96,6 +102,8 @@ class PartWriter:
         for stale in stale_part_temps(self.folder):
             stale.unlink()
         existing = part_files(self.folder)
+        for orphan in set(hidden_part_files(self.folder)) - {hidden_part_path(p) for p in existing}:
+            orphan.unlink()  # written before a part whose commit did not happen: its turns are generated again
         self.next_index = next_number(existing)
         self._forget_lost_parts({p.name for p in existing})
 
@@ -110,11 +118,15 @@ class PartWriter:
 
     def commit(self, rows: list[dict]) -> Path:
         path = part_path(self.folder, self.next_index)
-        write_table(pa.Table.from_pylist(rows, schema=tables.PART), path)
+        if states := {r["gen_key"]: r["hidden_states"] for r in rows if r.get("hidden_states")}:
+            write_states(states, hidden_part_path(path))  # first: a committed part always has its states
+        write_table(pa.Table.from_pylist(rows, schema=tables.PART), path)  # the schema's columns only
         self.next_index += 1
         # Tells `shardgen status` which parts were committed, so a part deleted or moved away is named as lost.
         entry = {"part": path.name, "rows": len(rows), "attempt": rows[0]["attempt"],
                  "tokens": sum(r["completion_tokens"] for r in rows), "bytes": path.stat().st_size}
+        if states:
+            entry["hidden_bytes"] = hidden_part_path(path).stat().st_size
         with open(parts_index_path(self.folder), "a") as f:
             f.write(json.dumps(entry) + "\n")
         return path

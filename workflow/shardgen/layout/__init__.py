@@ -7,7 +7,8 @@ from pathlib import Path
 
 from shardgen.layout.folders import (SHARD_WILDCARD, SHARD_REGEX, SPLIT_FILE_SHARD_REGEX, TELEMETRY_FILE_SHARD_REGEX,
                                      PARTS_INDEX, ATTEMPTS, HEARTBEAT, shard_id, shard_ids, shard_number, shard_file,
-                                     prompt_table, part_path, parts_glob, part_files, stale_part_temps,
+                                     prompt_table, part_path, hidden_part_path, hidden_part_files, parts_glob,
+                                     part_files, stale_part_temps,
                                      parts_index_path, quarantine_dir, attempts_path, heartbeat_path, file_number,
                                      next_number, telemetry_path, telemetry_glob, telemetry_files)
 from shardgen.layout.stages import AuditLayout, ReportLayout, TuneLayout
@@ -16,7 +17,8 @@ from shardgen.layout.stages import AuditLayout, ReportLayout, TuneLayout
 __all__ = ["AuditLayout", "Layout", "ReportLayout", "TuneLayout", "SHARD_WILDCARD", "SHARD_REGEX",
            "SPLIT_FILE_SHARD_REGEX", "TELEMETRY_FILE_SHARD_REGEX", "PARTS_INDEX", "ATTEMPTS", "HEARTBEAT", "shard_id",
            "shard_ids",
-           "shard_number", "shard_file", "prompt_table", "part_path", "parts_glob", "part_files", "stale_part_temps",
+           "shard_number", "shard_file", "prompt_table", "part_path", "hidden_part_path", "hidden_part_files",
+           "parts_glob", "part_files", "stale_part_temps",
            "parts_index_path", "quarantine_dir", "attempts_path", "heartbeat_path", "file_number", "next_number",
            "telemetry_path", "telemetry_glob", "telemetry_files"]
 
@@ -118,6 +120,16 @@ class Layout:
         """One conversation-level export (exports.EXPORTS names them): sharegpt.jsonl, messages.jsonl, tokens.jsonl
         or tokens.parquet."""
         return self.exports_dir / name
+
+    @property
+    def hidden_exports_dir(self) -> Path:
+        """The hidden-state exports' folder: one folder per trainer in it."""
+        return self.exports_dir / "hidden"
+
+    def hidden_export(self, trainer: str) -> Path:
+        """The hidden-state export for one trainer's offline reader: specforge, specforge_dflash or speculators (a
+        folder)."""
+        return self.hidden_exports_dir / trainer
 
     @property
     def exports_manifest(self) -> Path:

@@ -48,6 +48,15 @@ def part_files(folder: Path) -> list[Path]:
     return sorted(Path(folder).glob("part-*.parquet"))
 
 
+def hidden_part_path(part: Path) -> Path:
+    """The hidden states committed with a part (config capture.hidden_states): part-NNNNN.hidden.safetensors."""
+    return Path(part).with_name(f"{Path(part).stem}.hidden.safetensors")
+
+
+def hidden_part_files(folder: Path) -> list[Path]:
+    return sorted(Path(folder).glob("part-*.hidden.safetensors"))
+
+
 def stale_part_temps(folder: Path) -> list[Path]:
     """Temp files of part commits killed before their rename."""
     return sorted(Path(folder).glob(".part-*.tmp"))

@@ -11,6 +11,7 @@ from shardgen.store.atomic import committed
 from shardgen.generate import checkpoint
 from shardgen.merge import reasoning, uncaptured
 from shardgen.merge.exports import ExportRules, sharegpt_counts, write_exports
+from shardgen.merge.hidden_exports import write_hidden_exports
 from shardgen.layout import Layout
 
 ROWS_PER_THREADS = 1_000_000
@@ -65,6 +66,7 @@ def _merge(layout: Layout, dataset: Path, train: Path, failed: Path, memory_limi
     _copy_dataset(con, dataset)
     con.execute(f"CREATE OR REPLACE VIEW dataset AS SELECT * FROM read_parquet({db.quote(dataset)})")
     text_exports = write_exports(con, layout, rules)
+    hidden_exports = write_hidden_exports(con, layout)  # after write_exports: its turns view and winners
     _copy(con, db.prepared(con, "export_train"), train, "json")  # over write_exports' text_turns
     _copy(con, db.prepared(con, "failed"), failed, "parquet")
     unbalanced = [r for r in db.query(con, "accounting") if not (r["read_balances"] and r["accepted_balances"]
@@ -75,4 +77,4 @@ def _merge(layout: Layout, dataset: Path, train: Path, failed: Path, memory_limi
     if rows != (turns := con.execute("SELECT coalesce(sum(generated_turns), 0) FROM outcomes").fetchall()[0][0]):
         raise AccountingError(f"the dataset has {rows} rows but {turns} turns were generated")
     return {"rows": rows, "text_exports": text_exports, "sharegpt": sharegpt_counts(con),
-            "capture_turns": uncaptured.per_source(con)}
+            "capture_turns": uncaptured.per_source(con), "hidden_exports": hidden_exports}

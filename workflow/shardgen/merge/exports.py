@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from shardgen.store import db, tables
-from shardgen.capture import MAX_TOP_K, Capture
+from shardgen.capture import MAX_TOP_K, Capture, HiddenCapture
 from shardgen.store.atomic import committed, write_text
 from shardgen.layout import Layout
 from shardgen.merge import reasoning, uncaptured
@@ -150,6 +150,24 @@ def capture_manifest(config, layout: Layout, turns: dict[str, dict]) -> dict:
     }
 
 
+def hidden_manifest(config, layout: Layout, written: dict) -> dict | None:
+    """The hidden-state exports (merge/hidden_exports.py): the settings, the layers and dtype as committed, the
+    model they were computed with, and per trainer its folder, samples and bytes; None when capture is off."""
+    hidden = HiddenCapture.of(config)
+    if hidden is None:
+        return None
+    return {"layer_set": hidden.layers, "layers": written.get("layers"), "dtype": written.get("dtype"),
+            "scale": "float8_e4m3fn: one float32 per position, amax over its layers / 448; the value is fp8 * scale"
+                     if hidden.dtype == "float8_e4m3fn" else None,
+            "sources": "all" if hidden.sources is None else sorted(hidden.sources),
+            "model_hash": config.target_model.fingerprint["model"],
+            "layer_ids_are": "output_hidden_states indices: 0 the embeddings, i the input of decoder layer i, L the "
+                             "last after the final norm; last_before_norm: the final norm's input",
+            "skipped": written.get("skipped", {}),
+            "exports": {name: {"folder": str(layout.hidden_export(name)), **figures}
+                        for name, figures in written.get("exports", {}).items()}}
+
+
 def manifest(config, layout: Layout, merged: dict) -> dict:
     """What determined the rows (shardgen.merge.provenance: model and template hashes, engine and numerics per
     shard, sampling per source), each source's configured system prompt, chat template kwargs and multi-turn mode,
@@ -166,6 +184,7 @@ def manifest(config, layout: Layout, merged: dict) -> dict:
         "text_exports": merged["text_exports"],
         "sharegpt": merged["sharegpt"],
         "capture": capture_manifest(config, layout, merged["capture_turns"]),
+        "hidden_states": hidden_manifest(config, layout, merged.get("hidden_exports", {})),
         "note": "messages.jsonl carries each conversation's system turn exactly as regeneration rendered it; none "
                 "means none was rendered (SpecForge then injects its template's default system prompt)",
     }

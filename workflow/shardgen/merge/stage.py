@@ -4,6 +4,7 @@ and the exports' manifest."""
 import sys
 from pathlib import Path
 
+from shardgen.capture import HiddenCapture
 from shardgen.config import Config
 from shardgen.layout import Layout
 from shardgen.merge.dataset import merge
@@ -19,6 +20,8 @@ def run(config: Config, prompts: Path, sources: Path, dataset: Path, train: Path
     check_prompt_set(config, Path(prompts), Path(sources))
     record = merge(layout, Path(dataset), Path(train), Path(failed), rules=ExportRules.of(config))
     write_manifest(config, layout, record)
+    if HiddenCapture.of(config):  # the workflow's output, there even when no captured turn made an export
+        layout.hidden_exports_dir.mkdir(parents=True, exist_ok=True)
     if note := uncaptured.line(config, record["capture_turns"]):
         print(f"shardgen: {note}", file=sys.stderr)
     return record

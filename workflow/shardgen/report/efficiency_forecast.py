@@ -6,7 +6,7 @@ rate gives for its prompts on the configured GPUs and per 100,000 prompts. summa
 from pathlib import Path
 
 from shardgen import ShardgenError
-from shardgen.capture import Capture
+from shardgen.capture import Capture, HiddenCapture
 from shardgen.generate import checkpoint
 from shardgen.report import forecast as fc
 from shardgen.report.diagnose import examine
@@ -62,7 +62,8 @@ def storage(config, layout) -> dict:
         capture = Capture.sidecar_of(config)  # none: the sidecar planned as if all captured
         return storage_plan.plan(layout, Path(config.model.path), topk=capture.top_k if capture else storage_plan.TOPK,
                                  gpu=config.hardware.gpu, peak_overrides=config.hardware.peaks,
-                                 captured=capture.sources if capture else None)
+                                 captured=capture.sources if capture else None,
+                                 hidden_capture=HiddenCapture.of(config))
     except ShardgenError as err:
         return {"note": f"no storage plan: {err}"}
 

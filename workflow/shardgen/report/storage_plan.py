@@ -7,10 +7,10 @@ summary.json (`storage`) and report.md."""
 from pathlib import Path
 
 from shardgen import ShardgenError
-from shardgen.capture import Capture
+from shardgen.capture import Capture, HiddenCapture
 from shardgen.engines.model_shape import ModelConfigError, ModelShape
 from shardgen.layout import Layout
-from shardgen.report import peaks, storage_loads, storage_sizes
+from shardgen.report import peaks, storage_hidden, storage_loads, storage_sizes
 
 # the k of the sidecar when none is asked (issue 33's example; NeMo AutoModel found 64 keeps 0.92 of the mass)
 TOPK = 20
@@ -32,8 +32,10 @@ def pilot_layout(layout: Layout, pilot: Path | None) -> Layout | None:
 
 def plan(layout: Layout, model_dir: Path, pilot: Path | None = None, topk: int = TOPK,
          dflash_layers: int = DFLASH_LAYERS, gpu: str | None = None, peak_overrides: dict | None = None,
-         prefill_fraction: float = PREFILL_FRACTION, captured: frozenset[str] | None = None) -> dict:
-    """`captured`: the sources the sidecar would hold (None: every source)."""
+         prefill_fraction: float = PREFILL_FRACTION, captured: frozenset[str] | None = None,
+         hidden_capture: HiddenCapture | None = None) -> dict:
+    """`captured`: the sources the sidecar would hold (None: every source); `hidden_capture`: the run's
+    capture.hidden_states (None: off), planned at its layers and dtype and measured on its files."""
     measured_run = pilot_layout(layout, pilot)
     lengths = storage_loads.pilot_output_lengths(measured_run.dataset) if measured_run else {}
     per_source = storage_loads.planned_loads(layout.prompts, lengths)
@@ -87,6 +89,7 @@ def plan(layout: Layout, model_dir: Path, pilot: Path | None = None, topk: int =
                            **{f"{dtype}_bytes": layers * hidden * size * loads.turn_tokens
                               for dtype, size in HIDDEN_DTYPES.items()}}
                           for drafter, layers in (("EAGLE-3", EAGLE3_LAYERS), ("DFlash", dflash_layers))],
+        "hidden_capture": storage_hidden.plan(hidden_capture, shape, per_source, layout) if hidden_capture else None,
         "prefill": {"gpu": gpu, "gpu_assumed": gpu_assumed, "peak_tflops": peak.tflops,
                     "fraction_of_peak": prefill_fraction, "active_params": active, "tokens": loads.turn_tokens,
                     "flops": flops,
@@ -117,7 +120,7 @@ def from_options(args, config, layout: Layout) -> dict | None:
     try:
         return plan(layout, Path(model), Path(args.pilot) if args.pilot else None, topk, layers,
                     args.gpu or (hardware.gpu if hardware else None), hardware.peaks if hardware else None, fraction,
-                    capture.sources if capture else None)
+                    capture.sources if capture else None, HiddenCapture.of(config) if config else None)
     except (ModelConfigError, peaks.UnknownGPU) as err:  # the time forecast still stands: say why, beside it
         return {"note": f"no storage plan: {err}"}
 
@@ -151,6 +154,7 @@ def render(result: dict) -> str:
                   f"{human(s['bytes'])}{this_run}", "", "hidden states (every token of every turn row):"]
     lines += [f"  {h['drafter']:8} {h['layers']} layers x {h['hidden_size']}: bf16 {human(h['bf16_bytes'])}, "
               f"fp8 {human(h['fp8_bytes'])}" for h in result["hidden_states"]]
+    lines += storage_hidden.render(result.get("hidden_capture"), human)
     f = result["prefill"]
     assumed = " (an assumed default: --gpu or hardware.gpu names yours)" if f.get("gpu_assumed") else ""
     lines += [f"  prefill to produce them: {f['flops']:.3g} FLOPs = {f['gpu_hours']:.3g} GPU-hours on {f['gpu']}"

@@ -1,0 +1,54 @@
+"""The storage plan's hidden states as this run captures them (config capture.hidden_states): forecast before the
+run as bytes per position (capture.HiddenCapture.bytes_per_token: layers x hidden size x 2 for bfloat16, x 1 + a
+4-byte scale for fp8) times every position of every captured source's turn rows (prompt + output, what the
+engine's pass covers), and, once the run has files, what it wrote: the parts index's `hidden_bytes` (the committed
+part-*.hidden.safetensors, superseded retries included) and each trainer's export under exports/hidden/."""
+
+from shardgen.capture import HiddenCapture
+from shardgen.generate import checkpoint
+from shardgen.layout import Layout
+
+
+def written(layout: Layout) -> dict:
+    """This run's hidden-state files: the parts index's hidden_bytes over every shard, and each export's bytes."""
+    shards = layout.split_shards()
+    parts = [e for shard in shards for e in checkpoint.ShardCheckpoint(layout, shard).index().values()]
+    exports = {folder.name: sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
+               for folder in sorted(layout.hidden_exports_dir.glob("*"))
+               if folder.is_dir() and not folder.name.startswith(".")} if layout.hidden_exports_dir.is_dir() else {}
+    return {"parts_bytes": sum(e.get("hidden_bytes", 0) for e in parts),
+            "parts_with_states": sum("hidden_bytes" in e for e in parts), "exports_bytes": exports}
+
+
+def plan(hidden: HiddenCapture, shape, per_source: dict, layout: Layout) -> dict:
+    """The forecast of the committed states at the configured layers, and what this run wrote where it wrote any."""
+    layers_total, hidden_size = shape.get("num_hidden_layers"), shape.get("hidden_size")
+    if layers_total is None or hidden_size is None:
+        return {"note": "the model's config.json has no num_hidden_layers or hidden_size at its top level"}
+    per_token = hidden.bytes_per_token(layers_total, hidden_size)
+    tokens = sum(load.turn_tokens for source, load in per_source.items() if hidden.wants(source))
+    result = {"layer_set": hidden.layers if isinstance(hidden.layers, str) else list(hidden.layers),
+              "layers": hidden.layer_ids(layers_total), "dtype": hidden.dtype, "bytes_per_token": per_token,
+              "sources": "all" if hidden.sources is None else sorted(hidden.sources), "tokens": tokens,
+              "bytes": tokens * per_token}
+    this_run = written(layout)
+    if this_run["parts_with_states"]:
+        result["this_run"] = {**this_run, "parts_over_forecast": round(this_run["parts_bytes"] / max(tokens, 1)
+                                                                       / per_token, 4)}
+    return result
+
+
+def render(planned: dict | None, human) -> list[str]:
+    """The plan's lines for the captured states (none when capture is off)."""
+    if planned is None:
+        return []
+    if "note" in planned:
+        return [f"  captured by this run: no forecast ({planned['note']})"]
+    lines = [f"  captured by this run ({planned['layer_set']}: {planned['layers']}, {planned['dtype']}): "
+             f"{planned['bytes_per_token']:,} B per position x {planned['tokens']:,} positions = "
+             f"{human(planned['bytes'])}"]
+    if run := planned.get("this_run"):
+        exports = ", ".join(f"{name} {human(size)}" for name, size in run["exports_bytes"].items()) or "none yet"
+        lines.append(f"    written: parts {human(run['parts_bytes'])} ({run['parts_over_forecast']}x the forecast); "
+                     f"exports: {exports}")
+    return lines
