@@ -34,6 +34,7 @@ def finished_demo(tmp_path_factory) -> Path:
     """The demo (config/demo.yaml, 2 shards) run by the `snakemake` CLI in a copy of the workflow, once per
     session. Read it; to change anything in it, copy it first (shutil.copytree, symlinks=True: mtimes are kept)."""
     def run(work: Path) -> None:
+        work.mkdir()
         copy_workflow(work)
         (work / "config" / "test.yaml").write_text("shards: 2\n")
         with own_group(demo_snakemake(work, start_new_session=True)) as proc:
