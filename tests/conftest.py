@@ -11,17 +11,47 @@ from pathlib import Path
 import pytest
 import yaml
 
+# Hooks and fixtures of the parallel run (tests/parallel.py), found by pytest here.
+from parallel import (built_once, own_gpu_locks, pytest_collection_modifyitems,  # noqa: F401
+                      pytest_runtest_protocol, pytest_xdist_make_scheduler)
+
 REPO = Path(__file__).resolve().parent.parent
 DEMO = REPO / "config" / "demo"
 FAKE = Path(__file__).resolve().parent / "fake_sglang"
 QWEN3 = REPO / "tests" / "data" / "qwen3"  # Qwen3's own tokenizer, template and generation config
+BIN = Path(sys.executable).parent
 
 
 @pytest.fixture(scope="session")
 def demo_model(tmp_path_factory) -> Path:
     from shardgen.model.demo import build
 
-    return build(tmp_path_factory.mktemp("model") / "demo-model", DEMO / "corpus.txt")
+    return built_once(tmp_path_factory, "demo-model", lambda out: build(out, DEMO / "corpus.txt"))
+
+
+@pytest.fixture(scope="session")
+def finished_demo(tmp_path_factory) -> Path:
+    """The demo (config/demo.yaml, 2 shards) run by the `snakemake` CLI in a copy of the workflow, once per
+    session, with what it printed in demo-run.out. Read it; to change anything in it, copy it first (shutil.copytree, symlinks=True: mtimes are kept)."""
+    def run(work: Path) -> None:
+        work.mkdir()
+        copy_workflow(work)
+        (work / "config" / "test.yaml").write_text("shards: 2\n")
+        with own_group(demo_snakemake(work, start_new_session=True)) as proc:
+            out, _ = proc.communicate(timeout=300)
+        assert proc.returncode == 0, out[-4000:]
+        (work / "demo-run.out").write_text(out)  # what the user saw
+
+    return built_once(tmp_path_factory, "finished-demo", run)
+
+
+def demo_snakemake(workdir: Path, *args, **popen) -> subprocess.Popen:
+    """This venv's `snakemake` on the demo config and workdir's config/test.yaml, with `args`; stdout and stderr
+    together."""
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
+    cmd = [str(BIN / "snakemake"), "--configfile", "config/demo.yaml", "config/test.yaml", *args]
+    return subprocess.Popen(cmd, cwd=workdir, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            **popen)
 
 
 @pytest.fixture

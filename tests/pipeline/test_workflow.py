@@ -6,8 +6,6 @@ import json
 import os
 import shutil
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -15,18 +13,10 @@ import duckdb
 import pytest
 import yaml
 
-from conftest import copy_workflow, load_yaml_files
+from conftest import copy_workflow, demo_snakemake as snakemake, load_yaml_files
 from helpers import check_results
 
 pytestmark = pytest.mark.slow
-BIN = Path(sys.executable).parent
-
-
-def snakemake(workdir: Path, *args, **popen):
-    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
-    cmd = [str(BIN / "snakemake"), "--configfile", "config/demo.yaml", "config/test.yaml", *args]
-    return subprocess.Popen(cmd, cwd=workdir, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            **popen)
 
 
 def finish(proc, timeout=300) -> str:
@@ -42,10 +32,10 @@ def workdir(tmp_path) -> Path:
     return work
 
 
-def test_demo_end_to_end_and_single_shard_rerun(workdir):
-    finish(snakemake(workdir))
-    summary = check_results(workdir)
+def test_demo_end_to_end_and_single_shard_rerun(finished_demo, tmp_path):
+    summary = check_results(finished_demo)
     assert summary["prompts_rejected"] > 0 and summary["prompts_duplicate"] > 0  # the demo shows both paths
+    workdir = Path(shutil.copytree(finished_demo, tmp_path / "work", symlinks=True))
     parts_before = {p: p.read_bytes() for p in workdir.glob("results/generate/shard-*/part-*.parquet")}
     out = finish(snakemake(workdir, "-R", "results/generate/shard-001.done.json"))
     assert "prompts, 0 to generate" in (workdir / "results/logs/generate/shard-001.log").read_text()
@@ -80,14 +70,6 @@ def test_sigkill_of_the_whole_run_then_the_same_command_completes(workdir):
     assert max(len(a) for a in attempts) == 2  # the killed attempt, then the one that finished
     assert all(a[-1]["status"] == "finished" for a in attempts)
     assert summary["generated"] == summary["prompts_accepted"]
-
-
-@pytest.fixture(scope="module")
-def finished_demo(tmp_path_factory) -> Path:
-    work = copy_workflow(tmp_path_factory.mktemp("finished"))
-    (work / "config" / "test.yaml").write_text("shards: 2\n")
-    (work / "demo-run.out").write_text(finish(snakemake(work)))  # what the user saw
-    return work
 
 
 @pytest.fixture

@@ -21,6 +21,7 @@ from shardgen.report.status import status
 
 
 @pytest.mark.slow
+@pytest.mark.alone  # its measure is wall time: another test beside it would change the run's speed mid-way
 def test_eta_at_ten_percent_is_within_ten_percent_of_the_duration(make_config, write_jsonl):
     # prompts of one length (four-digit numbers): the split's heaviest-first order would otherwise make the early
     # rate slower than the late one, on a CPU where speed depends on prompt length. A part per batch of 8 (the

@@ -18,8 +18,8 @@ from shardgen.report import storage_plan, storage_sizes
 REPO = Path(__file__).resolve().parents[2]
 
 
-def demo_run(model: Path, out: Path, limit: int | None = None) -> Layout:
-    """The demo config's sources on its CPU engine, merged as `shardgen merge` does (limit: rows per source)."""
+def pilot_run(model: Path, out: Path, limit: int) -> Layout:
+    """The demo config's first `limit` rows per source on its CPU engine, merged as `shardgen merge` does."""
     from helpers import stage
     from shardgen.config import Config
     from shardgen.merge.stage import run
@@ -31,8 +31,7 @@ def demo_run(model: Path, out: Path, limit: int | None = None) -> Layout:
         for key in ("path", "dataset"):
             if key in source:
                 source[key] = str(REPO / source[key])
-        if limit:
-            source["limit"] = limit
+        source["limit"] = limit
     config = Config.from_dict(raw)
     layout = stage(config, 2)
     run(config, layout.prompts, layout.prompt_table("sources"), layout.dataset, layout.train, layout.failed)
@@ -40,9 +39,13 @@ def demo_run(model: Path, out: Path, limit: int | None = None) -> Layout:
 
 
 @pytest.fixture(scope="module")
-def runs(demo_model, tmp_path_factory):
-    return (demo_run(demo_model, tmp_path_factory.mktemp("whole")),
-            demo_run(demo_model, tmp_path_factory.mktemp("pilot"), 12))
+def runs(finished_demo, demo_model, tmp_path_factory):
+    """(the whole demo as `snakemake` ran it, read only; the pilot). The workflow builds its demo model with the
+    same seeded build as the demo_model fixture: the same tokenizer and weights."""
+    whole = Layout(finished_demo / "results")
+    for name in ("tokenizer.json", "model.safetensors"):
+        assert (whole.root / "demo-model" / name).read_bytes() == (demo_model / name).read_bytes(), name
+    return whole, pilot_run(demo_model, tmp_path_factory.mktemp("pilot"), 12)
 
 
 def real_sizes(layout: Layout) -> dict[str, int]:
