@@ -32,7 +32,8 @@ def demo_model(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def finished_demo(tmp_path_factory) -> Path:
     """The demo (config/demo.yaml, 2 shards) run by the `snakemake` CLI in a copy of the workflow, once per
-    session, with what it printed in demo-run.out. Read it; to change anything in it, copy it first (shutil.copytree, symlinks=True: mtimes are kept)."""
+    session, with what it printed in demo-run.out. Read it; to change anything in it, copy it first
+    (shutil.copytree, symlinks=True: mtimes are kept)."""
     def run(work: Path) -> None:
         work.mkdir()
         copy_workflow(work)

@@ -6,6 +6,7 @@ import json
 import os
 import shutil
 import signal
+import subprocess
 import time
 from pathlib import Path
 
@@ -13,7 +14,7 @@ import duckdb
 import pytest
 import yaml
 
-from conftest import copy_workflow, demo_snakemake as snakemake, load_yaml_files
+from conftest import BIN, copy_workflow, demo_snakemake as snakemake, load_yaml_files
 from helpers import check_results
 
 pytestmark = pytest.mark.slow
