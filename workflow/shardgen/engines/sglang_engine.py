@@ -64,7 +64,7 @@ class SGLangEngine:
             engine = self._size_running_cap(engine, model_config, gpu_mib, work)
         if "prefill_max_requests" in names:
             engine = self._limit_prefill(engine, model_config, gpu_mib)
-        self.args, self.hidden = sglang_hidden.installed(config, model_config, workdir, names, build_server_args(
+        self.args, self.hidden = sglang_hidden.installed(config, model_config, workdir, version, build_server_args(
             engine, str(model.path), names, version, seed=config.seed, trust_remote_code=model.trust_remote_code))
         self.stop_ids, self.extra_sampling = model.stop_token_ids, extra_sampling or {}
         self.capture, self.watchdog, self.startup = Capture.of(config), watchdog, {}

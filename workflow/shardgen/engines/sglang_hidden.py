@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 
 from shardgen.capture import LAST_BEFORE_NORM, HiddenCapture
+from shardgen.engines.sglang_versions import spelling
 
 HOOK_FACTORY = "shardgen.engines.sglang_hidden:hook"
 PASS_PREFIX = "hidden-"  # a capture pass's rid: this prefix and its turn's rid; the hooks keep no other request's rows
@@ -93,17 +94,16 @@ def hook_specs(architecture: str, layer_ids: list, num_layers: int, folder: Path
     return specs + [spec("batch", [names["batch"]], folder=str(folder), layer_ids=list(layer_ids))]
 
 
-def installed(config, model_config: dict, workdir: Path, names: set[str],
+def installed(config, model_config: dict, workdir: Path, version: str | None,
               args: dict) -> tuple[dict, "HiddenPass | None"]:
-    """The server arguments (`names`: the installed ServerArgs fields) with the hooks of the config's
-    capture.hidden_states and its prefill graph off, and its pass (None: off). Hooks do not run under a graph's
-    replay; SGLang before 0.5.14 calls its prefill graph piecewise."""
+    """The server arguments with the hooks of the config's capture.hidden_states and the prefill CUDA graphs off
+    (in `version`'s spelling: hooks do not run under a graph's replay), and its pass; None: capture off."""
     hidden = HiddenCapture.of(config)
     if hidden is None:
         return args, None
     capture = HiddenPass(hidden, model_config, workdir, args)
-    graph_off = next(n for n in ("disable_prefill_cuda_graph", "disable_piecewise_cuda_graph") if n in names)
-    return {**args, "forward_hooks": capture.forward_hooks, graph_off: True}, capture
+    graph_field, graph_off = spelling(version).prefill_graphs_off
+    return {**args, "forward_hooks": capture.forward_hooks, graph_field: graph_off}, capture
 
 
 async def attach(capture: "HiddenPass | None", engine, request, result) -> None:
