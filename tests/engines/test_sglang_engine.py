@@ -189,6 +189,7 @@ def test_capture_sends_the_logprob_arguments_and_reads_meta_info(fake_sglang, mo
     fake = sglang.Engine(model_path="/m")
     adapter = SGLangEngine.__new__(SGLangEngine)  # the request path only: no start-up
     adapter.engine, adapter.stop_ids, adapter.extra_sampling, adapter.watchdog = fake, [7, 9], {}, None
+    adapter.hidden = None  # capture.hidden_states off
     adapter.telemetry = SimpleNamespace(completed=lambda n: None)
     try:
         for k, prompt in ((3, [1, 2, 3]), (0, [1, 2])):  # odd length: stops on 9; even: cut by length

@@ -135,5 +135,6 @@ def test_layer_sets_and_bad_layers():
 
 
 def test_the_sglang_backend_refuses_it_naming_the_key(make_config, write_jsonl):
+    # one GPU per engine: tensor parallelism fuses the hooked norms with the all-reduce (engines/sglang_hidden.py)
     with pytest.raises(ConfigError, match="capture.hidden_states: the sglang backend"):
-        config(make_config, write_jsonl, {"enabled": True}, engine={"backend": "sglang"})
+        config(make_config, write_jsonl, {"enabled": True}, engine={"backend": "sglang", "tp_size": 2})

@@ -3,7 +3,9 @@ cope with: the ServerArgs fields of 0.5.13.post1, 0.5.17 or 0.5.23 (FAKE_SGLANG_
 get_server_info() unusable inside a running loop, duplicate rids refused, dict finish_reason, one event loop
 bound at first use, scheduler log lines written to stderr by a subprocess (retraction warnings among them, in
 SGLang 0.5.17's words), tp_size x dp_size GPUs needed among CUDA_VISIBLE_DEVICES (each data-parallel rank running its
-own max_running_requests), and a prefix cache that reports each request's `cached_tokens`."""
+own max_running_requests), a prefix cache that reports each request's `cached_tokens`, and forward hooks
+(ServerArgs.forward_hooks) run on a small model with NemotronH's module names (fake_model.py): each request's
+prefill in chunks of FAKE_SGLANG_CHUNK tokens (default 8) beside another request's row, then one eager decode step."""
 
 import asyncio
 import collections
@@ -86,6 +88,30 @@ class Engine:
         self.seen_rids: set[str] = set()
         self.logprob_args: list[dict] = []  # each request's logprob arguments, as the adapter passed them
         self.bound_loop = None
+        self.model = self._hooked_model() if getattr(self.server_args, "forward_hooks", None) else None
+
+    def _hooked_model(self):
+        import json
+        from pathlib import Path
+
+        from sglang import fake_model
+        from sglang.srt.model_executor.hook_manager import register_forward_hooks
+
+        config_path = Path(self.server_args.model_path) / "config.json"
+        config = json.loads(config_path.read_text()) if config_path.exists() else {}
+        model = fake_model.ForCausalLM(config.get("num_hidden_layers", 4), config.get("hidden_size", 8))
+        register_forward_hooks(model, self.server_args.forward_hooks)  # after graph capture, as SGLang does
+        return model
+
+    def _forward(self, rid: str, ids: list[int], prefix: int) -> None:
+        """The model's passes over a request: its prefill from `prefix` on, chunk by chunk, each beside another
+        request's row, then an eager decode step (SGLang's decode under a CUDA graph runs no hook at all)."""
+        from sglang import fake_model
+
+        chunk = int(os.environ.get("FAKE_SGLANG_CHUNK", "8"))
+        for start in range(prefix, len(ids), chunk):
+            fake_model.run(self.model, [("fake-other", [5, 6, 7], 0), (rid, ids[:start + chunk], start)], True)
+        fake_model.run(self.model, [("fake-other", [5, 6, 7], 0), (rid, ids, 0)], False)
 
     def get_server_info(self) -> dict:
         # the real one runs loop.run_until_complete: impossible while the loop runs
@@ -124,6 +150,11 @@ class Engine:
             meta.update(completion_tokens=0, finish_reason={"type": "abort", "message": "fake scheduler aborted it",
                                                             "status_code": 500})
             return {"text": "", "output_ids": [], "meta_info": meta}
+        if self.model is not None:  # the cached prefix is not run; asked logprobs start where it may end
+            prefix = meta["cached_tokens"]  # (SGLang 0.5.17 schedule_batch.py:1368-1372)
+            if return_logprob and logprob_start_len is not None and logprob_start_len >= 0:
+                prefix = min(prefix, logprob_start_len)
+            self._forward(rid, list(input_ids), prefix)
         stops = sampling_params.get("stop_token_ids") or []
         if stops and not sampling_params.get("ignore_eos") and len(input_ids) % 2:
             # stops early, without the stop id: the adapter adds it

@@ -98,10 +98,10 @@ class Config:
         """Every sampling value the config writes is one engine.backend can apply (the backend registry's
         applies_sampling)."""
         check_sampling(self.engine.backend, self.defaults.as_dict(), "defaults")
-        if self.engine.backend != "transformers" and HiddenCapture.of(self):  # SGLang's: to be measured on a GPU
-            raise ConfigError(f"capture.hidden_states: the {self.engine.backend} backend does not capture hidden "
-                              "states yet (the transformers backend does); turn it off or pick engine.backend "
-                              "transformers")
+        if self.engine.backend == "sglang" and self.engine.tp_size > 1 and HiddenCapture.of(self):
+            # SGLang fuses the norms the hooks read with the all-reduce (engines/sglang_hidden.py)
+            raise ConfigError(f"capture.hidden_states: the sglang backend captures on one GPU per engine (engine."
+                              f"tp_size 1, not {self.engine.tp_size}); turn it off or set engine.tp_size 1")
         for i, source in enumerate(self.sources):
             check_sampling(self.engine.backend, source.sampling.as_dict(), f"sources[{i}].sampling")
 

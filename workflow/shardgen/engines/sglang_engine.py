@@ -15,10 +15,11 @@ from pathlib import Path
 from shardgen.capture import Capture
 from shardgen.config.sections import EngineConfig
 from shardgen.engines import (EngineInfo, LogLine, Request, Result, mamba_auto, sglang_advice, sglang_running_cap,
-                              sglang_scoring, sglang_tune, telemetry)
+                              sglang_hidden, sglang_scoring, sglang_tune, telemetry)
 from shardgen.engines.sglang_settings import mamba_strategy, with_mamba_strategy
 from shardgen.engines.kernel_cache import point_caches, resolve
 from shardgen.engines.logtap import LogTap
+from shardgen.engines.model_shape import ModelShape
 from shardgen.engines.retractions import Retractions
 from shardgen.engines.sglang_args import build_server_args, resolved_value, run_settings, server_arg_names
 from shardgen.engines.sglang_results import request_capture_args, result_of
@@ -63,8 +64,8 @@ class SGLangEngine:
             engine = self._size_running_cap(engine, model_config, gpu_mib, work)
         if "prefill_max_requests" in names:
             engine = self._limit_prefill(engine, model_config, gpu_mib)
-        self.args = build_server_args(engine, str(model.path), names, version, seed=config.seed,
-                                      trust_remote_code=model.trust_remote_code)
+        self.args, self.hidden = sglang_hidden.installed(config, model_config, workdir, version, build_server_args(
+            engine, str(model.path), names, version, seed=config.seed, trust_remote_code=model.trust_remote_code))
         self.stop_ids, self.extra_sampling = model.stop_token_ids, extra_sampling or {}
         self.capture, self.watchdog, self.startup = Capture.of(config), watchdog, {}
         self.retractions = Retractions()  # what the scheduler's retraction lines say, for the done record
@@ -163,8 +164,6 @@ class SGLangEngine:
     def numerics(cls, record: dict, model_dir: Path) -> dict:
         """The dtypes it ran with (those SGLang was not asked about are the model's own), its version, attention
         kernels and GPU."""
-        from shardgen.engines.model_shape import ModelShape
-
         info = cls.info_from_record(record)
         dtypes = ModelShape.from_dir(model_dir).dtypes(info.settings)
         return {"backend": info.backend, "version": info.version, **dtypes,
@@ -201,6 +200,7 @@ class SGLangEngine:
         result = self._kept(result_of(await self.engine.async_generate(
             input_ids=request.prompt_ids, sampling_params=sampling, rid=request.rid,
             **request_capture_args(self.capture, mode))), mode)
+        await sglang_hidden.attach(self.hidden, self.engine, request, result)  # a captured turn's states
         self.telemetry.completed(len(result.output_ids))
         if self.watchdog:
             self.watchdog.progress()
