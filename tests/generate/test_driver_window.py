@@ -32,7 +32,7 @@ class CountingEngine:
 
 
 def config(tmp_path):
-    return Config.from_dict({"results_dir": str(tmp_path), "model": {"path": "/m"},
+    return Config.from_dict({"results_dir": str(tmp_path), "model": {"path": "/m", "context_length": 2048},
                              "engine": {"inflight": 2.0, "max_running_requests": CAP},
                              "sources": [{"name": "s", "path": "x.jsonl", "format": "prompt"}]})
 
@@ -58,3 +58,18 @@ def test_conversations_keep_only_what_runs_at_once_in_flight(tmp_path):
     assert run_prompts(engine, rows(10, 3), tmp_path, config(tmp_path), shard=0, attempt=1, gpu="cpu", desc="s",
                        follow=follow) == 30  # every turn of every conversation
     assert engine.peak == CAP
+
+
+def test_a_resumed_turn_that_no_longer_fits_the_context_ends_its_conversation_unsent(tmp_path):
+    # a conversation resumed at turn 2 (its turn 1 committed before a kill) whose history outgrew the context
+    first = TurnRequest.first(rows(1, 3)[0])
+    resumed = first.next("answer", [7, 2], lambda history, _: [5] * 2100)
+    cfg = config(tmp_path)
+    assert resumed.turn == 2 and resumed.exhausted(cfg.model.context_length)
+    engine = CountingEngine()
+    assert run_prompts(engine, [resumed], tmp_path, cfg, shard=0, attempt=2, gpu="cpu", desc="s", follow=follow) == 1
+    assert engine.peak == 0  # nothing was sent
+    import pyarrow.parquet as pq
+
+    (row,) = [r for part in sorted(tmp_path.glob("part-*.parquet")) for r in pq.read_table(part).to_pylist()]
+    assert (row["turn"], row["finish_reason"]) == (2, "context_exhausted")

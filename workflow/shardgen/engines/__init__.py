@@ -1,11 +1,9 @@
 """The engine interface every backend implements, and the registry that picks one by name and imports it only
-when asked. Callers start one with `session.open_engine`; what other stages read about an engine is an
-`EngineInfo`, never a backend's own argument names.
-
-A new backend is one module here with a class that implements `Backend` (its constructor signature included), if
-it has settings of its own a light module for them (`BackendSettings`: its `engine.<name>` section), its conda
-env file under envs/, and one entry in BACKENDS (with the sampling fields it applies). The config schema's
-backend choices, its `engine.<name>` sections and the env every rule runs in are read from BACKENDS."""
+when asked. Callers start one with `session.open_engine`; other stages read an engine's `EngineInfo`, never a
+backend's own argument names. A new backend is one module here with a class that implements `Backend` (its
+constructor signature included), if it has settings of its own a light module for them (`BackendSettings`: its
+`engine.<name>` section), its conda env file under envs/, and one entry in BACKENDS (with the sampling fields it
+applies), from which the schema's backend choices, its `engine.<name>` sections and every rule's env are read."""
 
 import importlib
 from functools import cache

@@ -48,12 +48,14 @@ Follow = Callable[[TurnRequest, dict], tuple[TurnRequest | None, str | None]]
 
 
 async def drive(engine: Engine, prompts: Iterable[TurnRequest], *, window: int, sink: PartSink, shard: int,
-                attempt: int, gpu: str, progress: tqdm, follow: Follow | None = None) -> None:
+                attempt: int, gpu: str, progress: tqdm, follow: Follow | None = None,
+                context_length: int | None = None) -> None:
     """Keep `window` requests in flight until every prompt has a committed row. A failed commit (disk full, I/O
     error) stops the feeding and is raised once the requests in flight are back. With `follow`, a conversation
     keeps its slot: follow(prompt, row) gives the next turn's request as soon as a turn completes (or None at the
     end; or the request and why it cannot run, recorded as a context_exhausted row), so conversations interleave
-    in the window and no turn waits for the other conversations' earlier turns."""
+    in the window and no turn waits for the other conversations' earlier turns. With `context_length`, a prompt
+    that resumes a conversation at a later turn is checked the same way before it runs."""
     slots = asyncio.Semaphore(window)
     running: set[asyncio.Task] = set()
     failures: list[BaseException] = []
@@ -76,10 +78,12 @@ async def drive(engine: Engine, prompts: Iterable[TurnRequest], *, window: int, 
 
     async def one(prompt: TurnRequest | None) -> None:
         try:
+            why = prompt.exhausted(context_length) if prompt and context_length else None
             while prompt is not None and not failures:
-                row = await turn(prompt)
-                prompt, why = follow(prompt, row) if follow and row["finish_reason"] != "abort" else (None, None)
-                if why is not None:  # the conversation ends before this turn
+                if why is None:
+                    row = await turn(prompt)
+                    prompt, why = follow(prompt, row) if follow and row["finish_reason"] != "abort" else (None, None)
+                if prompt is not None and why is not None:  # the conversation ends before this turn
                     sink.rows.append(part_row(prompt, shard=shard, attempt=attempt, gpu=gpu, ended=why))
                     progress.update(1)
                     await sink.commit()
@@ -135,5 +139,6 @@ def run_prompts(engine: Engine, prompts: list[TurnRequest | dict], parts_dir: Pa
     sink = PartSink(PartWriter(parts_dir), **config.checkpoint.as_dict())
     with tqdm(total=total, desc=desc, unit="req", file=sys.stderr, mininterval=2) as bar:
         engine.run(drive(engine, prompts, window=window(config, engine, conversations), sink=sink, shard=shard,
-                         attempt=attempt, gpu=gpu, progress=bar, follow=follow))
+                         attempt=attempt, gpu=gpu, progress=bar, follow=follow,
+                         context_length=config.model.context_length if follow else None))
     return sink.committed
