@@ -22,6 +22,13 @@ QWEN3 = REPO / "tests" / "data" / "qwen3"  # Qwen3's own tokenizer, template and
 BIN = Path(sys.executable).parent
 
 
+@pytest.fixture(autouse=True)
+def no_config_from_another_test(monkeypatch):
+    """A test that starts a run (run_start.prepare_run) names its resolved config in $SHARDGEN_CONFIG, as the
+    workflow does for its steps; a later test in the same worker must not read it as its own."""
+    monkeypatch.delenv("SHARDGEN_CONFIG", raising=False)
+
+
 @pytest.fixture(scope="session")
 def demo_model(tmp_path_factory) -> Path:
     from shardgen.model.demo import build
