@@ -18,26 +18,14 @@ CONVERSATIONS=${DEFAULTS_CONVERSATIONS:-1000}
 case "$1" in
   all)
     step setup
-    python3 .gpu/kit/make_model.py /root/model --only nh8b --round-trip > /dev/null
-    python3 benchmarks/variable_length.py make --out $W/single --model /root/model/nh8b --engine shipped --mix "$MIX"
-    python3 benchmarks/multi_turn.py make --out $W/multi --model /root/model/nh8b --engine shipped \
-      --conversations "$CONVERSATIONS" --max-new-tokens ${DEFAULTS_MT_TOKENS:-64}
-    # one kernel cache for every arm: the multi-turn config points at the single-turn one
-    sed -i "s#cache_dir: .*#cache_dir: $W/single/results/engine-cache#" $W/multi/each_turn.yaml
-    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader > "$RES/gpu.txt"
+    make_workloads $W "$MIX" "$CONVERSATIONS" ${DEFAULTS_MT_TOKENS:-64}
     step arms
     python3 benchmarks/variable_length.py arms --config $W/single/config.yaml --out "$RES/arms.json" \
       > "$RES/arms.out" 2> "$RES/arms.err"
     step workflow
-    t0=$(date +%s.%N)
-    snakemake --cores 16 --resources gpu=1 --configfile $W/single/config.yaml > "$RES/workflow.snakemake.log" 2>&1
-    t1=$(date +%s.%N)
-    cp $W/single/results/generate/shard-000.done.json "$RES/workflow-done.json"
-    python3 benchmarks/variable_length.py collect --config $W/single/config.yaml --arms "$RES/arms.json" \
-      --wall "$(python3 -c "print($t1 - $t0)")" --out "$RES/single_turn.json" > "$RES/collect.out" 2>&1
+    workflow_arm $W
     step multi
-    python3 benchmarks/multi_turn.py arms --config $W/multi/each_turn.yaml --out "$RES/multi_turn.json" \
-      --arms each_turn:auto,single_turn:auto --warm-up 0 > "$RES/multi.out" 2> "$RES/multi.err"
+    multi_turn_arms $W
     step end ;;
   collect)
     for f in steps.txt gpu.txt arms.json single_turn.json multi_turn.json workflow-done.json; do
