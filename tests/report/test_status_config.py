@@ -55,3 +55,14 @@ def test_a_config_of_another_results_folder_is_not_judged(make_config, write_jso
     assert main(["--config", str(elsewhere.write_resolved()), "--results", str(layout.root), "status"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert [line.split()[4] for line in lines[2:4]] == ["done", "done"] and not lines[-1].startswith("config:")
+
+
+def test_a_config_whose_model_is_not_here_leaves_status_reading_the_results(make_config, write_jsonl, capsys,
+                                                                            tmp_path):
+    # status on a login node: the config names a model folder this machine does not have
+    sources = _sources(write_jsonl)
+    stage(make_config(sources), 2)
+    elsewhere = make_config(sources, model={"path": str(tmp_path / "no-model")})
+    rows, tail = _status(elsewhere, capsys)
+    assert [r["state"] for r in rows] == ["done", "done"]
+    assert tail[-1].startswith("config: not judged against the prompt set (") and "no-model" in tail[-1]

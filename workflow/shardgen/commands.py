@@ -179,6 +179,12 @@ def cmd_audit(args):
     print(f"\nwritten: {AuditLayout(out).summary}, {AuditLayout(out).turns}")
 
 
+def _prompt_set_stamp(layout: Layout) -> tuple:
+    """What the prompt set and its split are now (their files' change times)."""
+    files = [*layout.split_files(), layout.prompt_table("sources")]
+    return tuple((path.name, path.stat().st_mtime_ns) for path in files if path.exists())
+
+
 def cmd_status(args):
     from shardgen.merge.freshness import changed_by_config
     from shardgen.report import eta
@@ -190,11 +196,18 @@ def cmd_status(args):
     config = _config_if_complete(args)
     if config is not None and config.results.resolve() != layout.root.resolve():
         config = None
+    changes, note, judged = None, None, None
     while True:
-        changes = changed_by_config(config, layout) if config else None
+        # judged again only when the prompt set changes: it loads the model's tokenizer and keys every split row
+        if config is not None and (built := _prompt_set_stamp(layout)) != judged:
+            judged = built
+            try:
+                changes = changed_by_config(config, layout)
+                note = config_line(changes)
+            except ShardgenError as err:  # status reads the results folder; a config it cannot judge only says why
+                changes, note = None, f"config: not judged against the prompt set ({err})"
         rows = status(layout, changes)
         run = eta.annotate(layout, rows)
-        note = config_line(changes) if changes else None
         print(_table(rows) + "\n" + eta.render(run) + (f"\n{note}" if note else ""), flush=True)
         if not args.watch:
             return
