@@ -66,7 +66,7 @@ def test_the_adapter_returns_every_positions_states_committed_once_and_exported(
     assert not list((layout.shard_dir(0)).rglob("hidden-*.safetensors"))  # every hand-off file read and removed
 
     record = merge(layout, layout.dataset, layout.dataset_dir / "train.jsonl", layout.root / "merge" / "failed.parquet",
-                   rules=ExportRules(cfg.model.reasoning_tags, cfg.exports.on_length))
+                   rules=ExportRules(cfg.model.reasoning_tags, cfg.exports.on_length, hidden_states=True))
     write_manifest(cfg, layout, record)
     from specforge.data.preprocessing import OfflineEagle3Dataset
     from specforge.runtime.data_plane.offline_reader import list_feature_files

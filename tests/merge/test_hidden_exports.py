@@ -27,7 +27,7 @@ def run(make_config, write_jsonl, hidden: dict) -> tuple:
                         "sampling": GREEDY}], capture={"hidden_states": hidden}, shards=1)
     layout = stage(cfg, 1)
     record = merge(layout, layout.dataset, layout.dataset_dir / "train.jsonl", layout.root / "merge" / "failed.parquet",
-                   rules=ExportRules(cfg.model.reasoning_tags, cfg.exports.on_length))
+                   rules=ExportRules(cfg.model.reasoning_tags, cfg.exports.on_length, hidden_states=True))
     write_manifest(cfg, layout, record)
     turns = [json.loads(line) for line in layout.export("turns.jsonl").read_text().splitlines()]
     return cfg, layout, sorted(turns, key=lambda t: t["id"])

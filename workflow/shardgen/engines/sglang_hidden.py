@@ -8,9 +8,11 @@ Two halves: `hook` and its closures run inside SGLang's scheduler process (impor
 HOOK_FACTORY); HiddenPass runs in the engine's own process."""
 
 import os
+import shutil
 from pathlib import Path
 
 from shardgen.capture import LAST_BEFORE_NORM, HiddenCapture
+from shardgen.engines.sglang_results import result_of
 from shardgen.engines.sglang_versions import spelling
 
 HOOK_FACTORY = "shardgen.engines.sglang_hidden:hook"
@@ -124,7 +126,8 @@ class HiddenPass:
         self.hidden, self.num_layers = hidden, int(model_config["num_hidden_layers"])
         self.layer_ids = hidden.layer_ids(self.num_layers)
         self.folder = workdir / PASS_FOLDER
-        self.folder.mkdir(parents=True, exist_ok=True)
+        shutil.rmtree(self.folder, ignore_errors=True)  # one engine owns the workdir: a killed pass's files go
+        self.folder.mkdir(parents=True)
         architecture = (model_config.get("architectures") or ["(none)"])[0]
         self.forward_hooks = hook_specs(architecture, self.layer_ids, self.num_layers, self.folder)
         self.header = {"layers": self.layer_ids, "num_layers": self.num_layers,
@@ -141,8 +144,8 @@ class HiddenPass:
         # every position runs through the hooked modules; the one token generated is thrown away.
         out = await engine.async_generate(input_ids=ids, sampling_params={"max_new_tokens": 1}, rid=rid,
                                           return_logprob=True, logprob_start_len=0, top_logprobs_num=0)
-        if (out.get("meta_info") or {}).get("finish_reason", {}).get("type") == "abort":
-            raise RuntimeError(f"{request.rid}: SGLang aborted the hidden-state pass over its turn")
+        if (failed := result_of(out)).error is not None or failed.finish_reason == "abort":
+            raise RuntimeError(f"{request.rid}: SGLang aborted the hidden-state pass over its turn ({failed.error})")
         result.hidden_states = {**self.hidden.encode(self.collect(rid, len(ids))), "header": self.header}
 
     def collect(self, rid: str, n: int):

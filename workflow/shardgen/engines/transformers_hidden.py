@@ -35,7 +35,9 @@ def turn_states(model, ids: list[int], layer_ids: list, device: str):
         if LAST_BEFORE_NORM in layer_ids else None
     try:
         with torch.inference_mode():
-            out = model(torch.tensor([ids], device=device), use_cache=False, output_hidden_states=True)
+            # the logits of the last position only: the states are what is kept, not the vocabulary's scores
+            out = model(torch.tensor([ids], device=device), use_cache=False, output_hidden_states=True,
+                        logits_to_keep=1)
     finally:
         if hook is not None:
             hook.remove()

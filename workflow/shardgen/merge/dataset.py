@@ -11,7 +11,7 @@ from shardgen.store.atomic import committed
 from shardgen.generate import checkpoint
 from shardgen.merge import reasoning, uncaptured
 from shardgen.merge.exports import ExportRules, sharegpt_counts, write_exports
-from shardgen.merge.hidden_exports import write_hidden_exports
+from shardgen.merge.hidden_exports import no_hidden_exports, write_hidden_exports
 from shardgen.layout import Layout
 
 ROWS_PER_THREADS = 1_000_000
@@ -66,7 +66,8 @@ def _merge(layout: Layout, dataset: Path, train: Path, failed: Path, memory_limi
     _copy_dataset(con, dataset)
     con.execute(f"CREATE OR REPLACE VIEW dataset AS SELECT * FROM read_parquet({db.quote(dataset)})")
     text_exports = write_exports(con, layout, rules)
-    hidden_exports = write_hidden_exports(con, layout)  # after write_exports: its turns view and winners
+    # after write_exports: its turns view and winners
+    hidden_exports = write_hidden_exports(con, layout) if rules.hidden_states else no_hidden_exports(layout)
     _copy(con, db.prepared(con, "export_train"), train, "json")  # over write_exports' text_turns
     _copy(con, db.prepared(con, "failed"), failed, "parquet")
     unbalanced = [r for r in db.query(con, "accounting") if not (r["read_balances"] and r["accepted_balances"]

@@ -55,15 +55,19 @@ SIDECAR_BATCH = 4096  # rows per record batch streamed from DuckDB into the side
 
 @dataclass(frozen=True)
 class ExportRules:
-    """The settings the exports depend on: model.reasoning_tags, exports.on_length and the template's end-of-turn
-    id (None: every stop counts as one)."""
+    """The settings the exports depend on: model.reasoning_tags, exports.on_length, the template's end-of-turn id
+    (None: every stop counts as one) and whether hidden states are captured (their exports are built)."""
     reasoning_tags: list[str] | None
     on_length: str
     end_of_turn_id: int | None = None
+    hidden_states: bool = False
 
     @classmethod
     def of(cls, config) -> "ExportRules":
-        return cls(config.model.reasoning_tags, config.exports.on_length, config.target_model.end_of_turn_id)
+        from shardgen.capture import HiddenCapture
+
+        return cls(config.model.reasoning_tags, config.exports.on_length, config.target_model.end_of_turn_id,
+                   HiddenCapture.of(config) is not None)
 
     @classmethod
     def defaults(cls) -> "ExportRules":

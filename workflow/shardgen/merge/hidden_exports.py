@@ -67,6 +67,12 @@ def missing(trainer: str, role: dict) -> str | None:
     return None
 
 
+def no_hidden_exports(layout: Layout) -> dict:
+    """Hidden states not captured: no export (one an earlier run wrote is removed), and the record that says so."""
+    shutil.rmtree(layout.hidden_exports_dir, ignore_errors=True)
+    return {"layers": [], "dtype": [], "exports": {}, "skipped": {}}
+
+
 def write_hidden_exports(con, layout: Layout) -> dict:
     """The exports of the layer set, each built in a temp folder and renamed into place (a rerun replaces the old one
     whole); with nothing captured, no folder is there. Returns the layers and dtype committed, per trainer written
