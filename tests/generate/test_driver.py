@@ -62,3 +62,19 @@ def test_a_failing_request_is_recorded_not_fatal(tmp_path):
     assert len(rows) == 20
     assert rows["p13"]["finish_reason"] == "abort" and "device-side assert" in rows["p13"]["error"]
     assert rows["p12"]["finish_reason"] == "stop"
+
+
+def test_hidden_states_held_past_the_limit_commit_before_the_record_count(tmp_path, monkeypatch):
+    import torch
+
+    from shardgen.generate import driver
+
+    monkeypatch.setattr(driver, "HIDDEN_BYTES_PER_COMMIT", 3 * 1024)
+    sink = PartSink(PartWriter(tmp_path), every_records=100, every_seconds=3600)
+    states = {"states": torch.zeros(512, dtype=torch.bfloat16), "header": {}}  # 1 KiB a turn
+    sink.add({"hidden_states": states})
+    sink.add({"hidden_states": None})
+    sink.add({"hidden_states": states})
+    assert sink.held == 2048 and not sink.due()
+    sink.add({"hidden_states": states})
+    assert sink.due()  # 3 KiB held: commit, whatever the record count

@@ -15,30 +15,42 @@ from shardgen.engines import Engine, Request, Result, request_sampling
 from shardgen.faults import fault_point
 from shardgen.generate.checkpoint import PartWriter, part_row
 from shardgen.generate.turns import TurnRequest
+from shardgen.store.hidden import held_bytes
+
+
+# Hidden states wait in memory with their rows until the part commits: past this many bytes held, it commits now
+# (nh8b's eagle3 layers take ~40 KB a position, so 512 long turns would hold gigabytes).
+HIDDEN_BYTES_PER_COMMIT = 1 << 30
 
 
 class PartSink:
     def __init__(self, writer: PartWriter, every_records: int, every_seconds: float):
         self.writer, self.every_records, self.every_seconds = writer, every_records, every_seconds
         self.rows: list[dict] = []
+        self.held = 0  # bytes of the hidden states in `rows`
         self.last_commit = time.monotonic()
         self.lock = asyncio.Lock()
         self.committed = 0
 
+    def add(self, row: dict) -> None:
+        self.rows.append(row)
+        self.held += held_bytes(row.get("hidden_states"))
+
     def due(self) -> bool:
-        return len(self.rows) >= self.every_records or (
+        return len(self.rows) >= self.every_records or self.held >= HIDDEN_BYTES_PER_COMMIT or (
             bool(self.rows) and time.monotonic() - self.last_commit >= self.every_seconds)
 
     async def commit(self, force: bool = False) -> None:
         async with self.lock:
             if not self.rows or not (force or self.due()):
                 return
-            rows, self.rows = self.rows, []
+            rows, self.rows, held = self.rows, [], self.held
+            self.held = 0
             try:
                 # The engine's tokenizer manager shares this loop: never block it on disk.
                 await asyncio.to_thread(self.writer.commit, rows)
             except BaseException:
-                self.rows = rows + self.rows  # not committed: keep them for a later attempt
+                self.rows, self.held = rows + self.rows, held + self.held  # not committed: kept for a later try
                 raise
             self.committed += len(rows)
             self.last_commit = time.monotonic()
@@ -70,7 +82,7 @@ async def drive(engine: Engine, prompts: Iterable[TurnRequest], *, window: int, 
             result = Result([], "", "abort", len(prompt.prompt_ids), error=f"{type(err).__name__}: {err}")
         row = part_row(prompt, shard=shard, attempt=attempt, gpu=gpu, result=result, submitted=submitted,
                        latency_s=time.monotonic() - start)
-        sink.rows.append(row)
+        sink.add(row)
         fault_point("mid_batch")
         progress.update(1)
         await sink.commit()
@@ -84,7 +96,7 @@ async def drive(engine: Engine, prompts: Iterable[TurnRequest], *, window: int, 
                     row = await turn(prompt)
                     prompt, why = follow(prompt, row) if follow and row["finish_reason"] != "abort" else (None, None)
                 if prompt is not None and why is not None:  # the conversation ends before this turn
-                    sink.rows.append(part_row(prompt, shard=shard, attempt=attempt, gpu=gpu, ended=why))
+                    sink.add(part_row(prompt, shard=shard, attempt=attempt, gpu=gpu, ended=why))
                     progress.update(1)
                     await sink.commit()
                     prompt = None

@@ -18,6 +18,11 @@ from pathlib import Path
 from shardgen.store.atomic import committed
 
 
+def held_bytes(turn: dict | None) -> int:
+    """What one turn's encoded states (capture.HiddenCapture.encode's dict, or None) take in memory."""
+    return sum(value.nbytes for name, value in (turn or {}).items() if name != "header")
+
+
 def write_states(turns: dict[str, dict], path: Path) -> None:
     """`turns`: gen_key -> capture.HiddenCapture.encode's dict with its `header` (the layers, L, the layer set); one
     file, committed atomically."""
