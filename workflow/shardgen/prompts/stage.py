@@ -148,20 +148,25 @@ TOP_REASONS = 3  # reason codes named per source on the console; the rest are in
 
 def lost_rows_lines(counts: dict, out_dir: Path) -> list[str]:
     """One line per source that lost rows to rejection (build_prompts' counts): how many of the rows read, the most
-    frequent reasons, and where every rejected row is. Duplicates are not lost: another row carries the prompt."""
+    frequent reasons (the rejected_reasons query), and where every rejected row is. Duplicates are not lost: another
+    row carries the prompt."""
+    import duckdb
+
+    from shardgen.store import db
+
     rejected = prompt_table(out_dir, "rejected")
-    table = pq.read_table(rejected, columns=["source", "reason"]).to_pylist()
+    con = duckdb.connect()
+    db.parquet_view(con, "rejected", str(rejected), tables.REJECTED)
+    reasons: dict[str, list[str]] = {}
+    for row in db.query(con, "rejected_reasons"):  # per source, the most frequent reason first
+        reasons.setdefault(row["source"], []).append(f"{row['reason']} {row['rows']}")
     lines = []
     for source, count in counts.items():
         if not count["rejected"]:
             continue
-        reasons: dict[str, int] = {}
-        for row in table:
-            if row["source"] == source:
-                reasons[row["reason"]] = reasons.get(row["reason"], 0) + 1
-        top = sorted(reasons.items(), key=lambda item: (-item[1], item[0]))
-        named = ", ".join(f"{reason} {n}" for reason, n in top[:TOP_REASONS])
+        top = reasons.get(source, [])
         more = f", {len(top) - TOP_REASONS} more reasons" if len(top) > TOP_REASONS else ""
-        lines.append(f"prompts: source {source} lost {count['rejected']} of {count['read']} rows ({named}{more}); "
-                     f"each row, its reason and detail: {rejected} (`shardgen query rejected_reasons`)")
+        lines.append(f"prompts: source {source} lost {count['rejected']} of {count['read']} rows "
+                     f"({', '.join(top[:TOP_REASONS])}{more}); each row, its reason and detail: {rejected} "
+                     "(`shardgen query rejected_reasons`)")
     return lines
