@@ -42,7 +42,7 @@ def captured_rows(con) -> tuple[list[dict], list[dict]]:
     for row in con.execute(db.prepared(con, "export_hidden")).fetch_df().to_dict("records"):
         path = hidden_part_path(Path(row["filename"]))
         if path not in held:
-            held[path] = read_header(path) if path.exists() else {"gen_keys": []}
+            held[path] = read_header(path) if path.exists() else {"gen_keys": set()}
         if row["gen_key"] in held[path]["gen_keys"]:
             rows.append({**row, "states": path})
     return rows, [h for h in held.values() if h["gen_keys"]]
@@ -86,21 +86,25 @@ def write_hidden_exports(con, layout: Layout) -> dict:
                      "exports": {}, "skipped": {}}
     wanted = TRAINERS[headers[0]["layer_set"]] if headers else ()
     role = roles(headers[0]) if headers else {}
-    for trainer in ("specforge", "specforge_dflash", "speculators"):
-        target = layout.hidden_export(trainer)
-        tmp = target.with_name(f".{trainer}.tmp")
+    temps = {trainer: layout.hidden_export(trainer).with_name(f".{trainer}.tmp") for trainer in WRITERS}
+    writing = []
+    for trainer, tmp in temps.items():
         shutil.rmtree(tmp, ignore_errors=True)
         why = missing(trainer, role) if trainer in wanted else None
-        if write := rows and trainer in wanted and why is None:
+        if rows and trainer in wanted and why is None:
             tmp.mkdir(parents=True)
-            WRITERS[trainer](rows, role, tmp)
+            writing.append(trainer)
+        elif why:
+            written["skipped"][trainer] = why
+    if writing:
+        _write(rows, role, {trainer: temps[trainer] for trainer in writing})
+    for trainer, tmp in temps.items():
+        target = layout.hidden_export(trainer)
         shutil.rmtree(target, ignore_errors=True)
-        if write:
+        if trainer in writing:
             tmp.rename(target)
             written["exports"][trainer] = {"samples": len(rows),
                                            "bytes": sum(p.stat().st_size for p in target.rglob("*") if p.is_file())}
-        elif why:
-            written["skipped"][trainer] = why
     return written
 
 
@@ -110,42 +114,53 @@ def _ids(row: dict, name: str):
     return torch.tensor(list(row[name]), dtype=torch.long)
 
 
-def _specforge(rows: list[dict], role: dict, folder: Path) -> None:
+def _write(rows: list[dict], role: dict, folders: dict[str, Path]) -> None:
+    """Every trainer's export from one read of each turn's stored states."""
     import torch
 
+    if "speculators" in folders:
+        _speculators_dataset(rows, folders["speculators"])
     for i, row in enumerate(rows):
-        states = decoded(read_turn(row["states"], row["gen_key"]), torch.bfloat16)
-        torch.save({"input_ids": _ids(row, "input_ids"), "loss_mask": _ids(row, "loss_mask"),
-                    "hidden_state": states[:, role["last"]].unsqueeze(0).contiguous(),
-                    "aux_hidden_state": states[:, role["aux"]].flatten(1).unsqueeze(0).contiguous()},
-                   folder / f"data_{i:08d}.ckpt")
+        stored = read_turn(row["states"], row["gen_key"])
+        states = decoded(stored, torch.bfloat16) if {"specforge", "specforge_dflash"} & folders.keys() else None
+        for trainer, folder in folders.items():
+            WRITERS[trainer](i, row, stored, states, role, folder)
 
 
-def _specforge_dflash(rows: list[dict], role: dict, folder: Path) -> None:
+def _specforge(i: int, row: dict, stored: dict, states, role: dict, folder: Path) -> None:
     import torch
 
-    for i, row in enumerate(rows):
-        states = decoded(read_turn(row["states"], row["gen_key"]), torch.bfloat16)
-        torch.save({"input_ids": _ids(row, "input_ids"), "loss_mask": _ids(row, "loss_mask"),
-                    "hidden_states": states[:, role["aux"]].flatten(1).contiguous()}, folder / f"data_{i:08d}.ckpt")
+    torch.save({"input_ids": _ids(row, "input_ids"), "loss_mask": _ids(row, "loss_mask"),
+                "hidden_state": states[:, role["last"]].unsqueeze(0).contiguous(),
+                "aux_hidden_state": states[:, role["aux"]].flatten(1).unsqueeze(0).contiguous()},
+               folder / f"data_{i:08d}.ckpt")
 
 
-def _speculators(rows: list[dict], role: dict, folder: Path) -> None:
+def _specforge_dflash(i: int, row: dict, stored: dict, states, role: dict, folder: Path) -> None:
+    import torch
+
+    torch.save({"input_ids": _ids(row, "input_ids"), "loss_mask": _ids(row, "loss_mask"),
+                "hidden_states": states[:, role["aux"]].flatten(1).contiguous()}, folder / f"data_{i:08d}.ckpt")
+
+
+def _speculators_dataset(rows: list[dict], folder: Path) -> None:
     from datasets import Dataset
-    from safetensors.torch import save_file
 
     Dataset.from_dict({"input_ids": [list(r["input_ids"]) for r in rows],
                        "loss_mask": [list(r["loss_mask"]) for r in rows],
                        "seq_len": [len(r["input_ids"]) for r in rows]}).with_format("torch").save_to_disk(str(folder))
     (folder / "hidden_states").mkdir()
-    order = role["aux"] + [role["before_norm"]]
-    for i, row in enumerate(rows):
-        stored = read_turn(row["states"], row["gen_key"])
-        # fp8 values keep their per-position scale: it is the amax over every captured layer, a subset's included
-        tensors = {"token_ids": _ids(row, "input_ids"), "hidden_states": stored["states"][:, order].contiguous()}
-        if "scale" in stored:
-            tensors["hidden_states_scales"] = stored["scale"]
-        save_file(tensors, str(folder / "hidden_states" / f"hs_{i}.safetensors"))
+
+
+def _speculators(i: int, row: dict, stored: dict, states, role: dict, folder: Path) -> None:
+    from safetensors.torch import save_file
+
+    # fp8 values keep their per-position scale: it is the amax over every captured layer, a subset's included
+    tensors = {"token_ids": _ids(row, "input_ids"),
+               "hidden_states": stored["states"][:, role["aux"] + [role["before_norm"]]].contiguous()}
+    if "scale" in stored:
+        tensors["hidden_states_scales"] = stored["scale"]
+    save_file(tensors, str(folder / "hidden_states" / f"hs_{i}.safetensors"))
 
 
 WRITERS = {"specforge": _specforge, "specforge_dflash": _specforge_dflash, "speculators": _speculators}

@@ -39,12 +39,12 @@ def write_states(turns: dict[str, dict], path: Path) -> None:
 
 
 def read_header(path: Path) -> dict:
-    """The file's metadata (layers as a list) and the gen_keys it holds, without reading a tensor."""
+    """The file's metadata (layers as a list) and the set of gen_keys it holds, without reading a tensor."""
     from safetensors import safe_open
 
     with safe_open(str(path), framework="pt") as f:
         meta = f.metadata()
-        keys = sorted({name.split("/")[0] for name in f.keys()})
+        keys = {name.split("/")[0] for name in f.keys()}
     return {**{name: json.loads(value) for name, value in meta.items() if name != "dtype"}, "dtype": meta["dtype"],
             "gen_keys": keys}
 
@@ -54,7 +54,7 @@ def read_turn(path: Path, gen_key: str) -> dict:
     from safetensors import safe_open
 
     with safe_open(str(path), framework="pt") as f:
-        names = [n for n in f.keys() if n.split("/")[0] == gen_key]
+        names = {f"{gen_key}/states", f"{gen_key}/scale"} & set(f.keys())
         if not names:
             raise KeyError(f"{path}: no hidden states for gen_key {gen_key}")
         return {n.split("/", 1)[1]: f.get_tensor(n) for n in names}
