@@ -15,6 +15,15 @@ from dataclasses import dataclass
 MAX_TOP_K = 64  # the schema's maximum for capture.top_k (workflow/schemas/config.schema.yaml says it too)
 
 
+def captured_sources(every: bool, own: dict[str, bool | None]) -> frozenset[str] | None:
+    """The sources a capture covers: with `every` on, all (None) but those whose own setting is false; else those
+    whose own setting is true (an empty set: none)."""
+    if every:
+        left_out = {name for name, captured in own.items() if captured is False}
+        return frozenset(own) - left_out if left_out else None
+    return frozenset(name for name, captured in own.items() if captured)
+
+
 @dataclass(frozen=True)
 class Capture:
     """What the engine is asked for: for a captured request, the chosen token's logprob and the top `top_k` (0: the
@@ -32,12 +41,8 @@ class Capture:
         section = getattr(config, "capture", None)
         if section is None:
             return None
-        own = {s.name: s.capture for s in config.sources}
-        if section.logprobs:
-            left_out = {name for name, captured in own.items() if captured is False}
-            return cls(section.top_k, frozenset(own) - left_out if left_out else None, section.signal)
-        chosen = frozenset(name for name, captured in own.items() if captured)
-        return cls(section.top_k, chosen, section.signal) if chosen or section.signal else None
+        sources = captured_sources(section.logprobs, {s.name: s.capture for s in config.sources})
+        return cls(section.top_k, sources, section.signal) if section.logprobs or sources or section.signal else None
 
     @classmethod
     def sidecar_of(cls, config) -> "Capture | None":
@@ -132,16 +137,18 @@ class HiddenCapture:
         section = getattr(getattr(config, "capture", None), "hidden_states", None)
         if section is None:
             return None
-        own = {s.name: s.hidden_states for s in config.sources}
+        sources = captured_sources(section.enabled, {s.name: s.hidden_states for s in config.sources})
         layers = section.layers if isinstance(section.layers, str) else tuple(section.layers)
-        if section.enabled:
-            left_out = {name for name, on in own.items() if on is False}
-            return cls(layers, section.dtype, frozenset(own) - left_out if left_out else None)
-        chosen = frozenset(name for name, on in own.items() if on)
-        return cls(layers, section.dtype, chosen) if chosen else None
+        return cls(layers, section.dtype, sources) if section.enabled or sources else None
 
     def wants(self, source: str | None) -> bool:
         return self.sources is None or source in self.sources
+
+    def header(self, num_layers: int) -> dict:
+        """What a part's states file says of them (store/hidden.py), and merge needs to tell the layers' roles apart
+        (merge/hidden_exports.py): the layer ids, L and the layer set."""
+        return {"layers": self.layer_ids(num_layers), "num_layers": num_layers,
+                "layer_set": self.layers if isinstance(self.layers, str) else "explicit"}
 
     def layer_ids(self, num_layers: int) -> list:
         """The output_hidden_states indices (and LAST_BEFORE_NORM) for a model of `num_layers` decoder layers; an id

@@ -130,8 +130,7 @@ class HiddenPass:
         self.folder.mkdir(parents=True)
         architecture = (model_config.get("architectures") or ["(none)"])[0]
         self.forward_hooks = hook_specs(architecture, self.layer_ids, self.num_layers, self.folder)
-        self.header = {"layers": self.layer_ids, "num_layers": self.num_layers,
-                       "layer_set": hidden.layers if isinstance(hidden.layers, str) else "explicit"}
+        self.header = hidden.header(self.num_layers)
 
     async def attach(self, engine, request, result) -> None:
         """A generated result of a captured request gets its turn's stored states (Result.hidden_states); a failed

@@ -48,11 +48,8 @@ def turn_states(model, ids: list[int], layer_ids: list, device: str):
 def attach(model, hidden: HiddenCapture, requests, results, device: str) -> None:
     """Each generated result of a captured request gets its turn's stored states (Result.hidden_states); a failed
     or aborted one none (its turn is generated again, states and all)."""
-    decoder_layers = num_layers(model)
-    layer_ids = hidden.layer_ids(decoder_layers)
-    # what merge needs to tell the layers' roles apart (merge/hidden_exports.py), in the file's header
-    header = {"layers": layer_ids, "num_layers": decoder_layers,
-              "layer_set": hidden.layers if isinstance(hidden.layers, str) else "explicit"}
+    header = hidden.header(num_layers(model))
+    layer_ids = header["layers"]
     for request, result in zip(requests, results):
         if hidden.wants(request.source) and result.error is None and result.finish_reason != "abort":
             states = turn_states(model, list(request.prompt_ids) + list(result.output_ids), layer_ids, device)
