@@ -11,31 +11,25 @@ import sys
 from datetime import datetime
 from pathlib import Path
 
-import duckdb
+from variable_length import workflow_run
 
-from shardgen.layout import ATTEMPTS, Layout, parts_glob
+from shardgen.layout import Layout
 
 PREFILL = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+)\] Prefill batch")
 
 
 def walls(results: Path) -> dict:
     layout = Layout(results)
-    shard_dir = layout.shard_dir(0)
-    first, last, tokens, n = duckdb.sql(f"SELECT min(submitted_at), max(finished_at), sum(completion_tokens), "
-                                        f"count(*) FROM read_parquet('{parts_glob(shard_dir)}')").fetchall()[0]
-    events = [json.loads(x) for x in (shard_dir / ATTEMPTS).read_text().splitlines()]
-    started = next(datetime.fromisoformat(e["started_at"]) for e in events if "started_at" in e)
-    ready = next(datetime.fromisoformat(e["at"]) for e in events if e.get("event") == "engine_started")
+    run = workflow_run(layout.shard_dir(0))
     log = layout.log("generate", 0)
     prefill = next((m[1] for line in log.read_text(errors="replace").splitlines() if (m := PREFILL.match(line))),
                    None) if log.exists() else None
     # SGLang's log stamps are local wall time without a zone; the machine runs in UTC
-    first_prefill = datetime.fromisoformat(prefill).replace(tzinfo=first.tzinfo) if prefill else None
-    wall = (last - first).total_seconds()
-    return {"results": str(results), "requests": n, "completion_tokens": int(tokens), "wall_s": round(wall, 2),
-            "output_tps": round(tokens / wall, 1), "engine_start_s": round((ready - started).total_seconds(), 1),
-            "engine_up_to_first_submit_s": round((first - ready).total_seconds(), 2),
-            "first_submit_to_first_prefill_s": round((first_prefill - first).total_seconds(), 2)
+    first_prefill = datetime.fromisoformat(prefill).replace(tzinfo=run["first"].tzinfo) if prefill else None
+    return {"results": str(results), **{k: run[k] for k in ("requests", "completion_tokens", "wall_s", "output_tps",
+                                                            "engine_start_s")},
+            "engine_up_to_first_submit_s": round((run["first"] - run["ready"]).total_seconds(), 2),
+            "first_submit_to_first_prefill_s": round((first_prefill - run["first"]).total_seconds(), 2)
             if first_prefill else None}
 
 

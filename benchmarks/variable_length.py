@@ -178,11 +178,9 @@ def own(config_path: Path, out: Path) -> dict:
     return result
 
 
-def collect(config_path: Path, arms_path: Path, workflow_wall: float, out: Path) -> dict:
-    """(b)'s figures from the workflow's own files, beside (a) and (a'), and the ratios the issue names."""
-    config = Config.from_file(config_path)
-    layout = Layout(config.results)
-    shard_dir = layout.shard_dir(0)
+def workflow_run(shard_dir: Path) -> dict:
+    """A workflow shard's generation from its own files: first submit to last completion, completion tokens, the
+    longest answer, and the engine start (attempt start to engine_started) with the moment the engine was up."""
     parts = duckdb.sql(f"SELECT * FROM read_parquet('{parts_glob(shard_dir)}')")
     first, last, tokens, longest, n = parts.aggregate(
         "min(submitted_at), max(finished_at), sum(completion_tokens), max(completion_tokens), count(*)").fetchall()[0]
@@ -190,10 +188,20 @@ def collect(config_path: Path, arms_path: Path, workflow_wall: float, out: Path)
     events = [json.loads(x) for x in (shard_dir / ATTEMPTS).read_text().splitlines()]
     started = next(datetime.fromisoformat(e["started_at"]) for e in events if "started_at" in e)
     ready = next(datetime.fromisoformat(e["at"]) for e in events if e.get("event") == "engine_started")
-    b = _with_floor({"arm": "b", "requests": n, "wall_s": round(wall, 2), "completion_tokens": int(tokens),
-                     "output_tps": round(tokens / wall, 1),
-                     "engine_start_s": round((ready - started).total_seconds(), 1),
-                     "workflow_wall_s": round(workflow_wall, 1), **_telemetry(shard_dir, first, last)}, int(longest))
+    return {"requests": n, "wall_s": round(wall, 2), "completion_tokens": int(tokens),
+            "output_tps": round(tokens / wall, 1), "engine_start_s": round((ready - started).total_seconds(), 1),
+            "first": first, "last": last, "longest": int(longest), "ready": ready}
+
+
+def collect(config_path: Path, arms_path: Path, workflow_wall: float, out: Path) -> dict:
+    """(b)'s figures from the workflow's own files, beside (a) and (a'), and the ratios the issue names."""
+    config = Config.from_file(config_path)
+    layout = Layout(config.results)
+    shard_dir = layout.shard_dir(0)
+    run = workflow_run(shard_dir)
+    b = _with_floor({"arm": "b", **{k: v for k, v in run.items() if k not in ("first", "last", "longest", "ready")},
+                     "workflow_wall_s": round(workflow_wall, 1), **_telemetry(shard_dir, run["first"], run["last"])},
+                    run["longest"])
     saved = json.loads(arms_path.read_text())
     a, a_prime = saved["arms"].get("a"), saved["arms"]["a_prime"]
     done = json.loads(layout.done(0).read_text())
@@ -207,7 +215,8 @@ def collect(config_path: Path, arms_path: Path, workflow_wall: float, out: Path)
               "arms": {"a": a, "a_prime": a_prime, "b": b}, "arms_engine_start_s": saved["engine_start_s"],
               "engine": done["engine"]}
     out.write_text(json.dumps(result, indent=1, default=str) + "\n")
-    parts.project("prompt_tokens, completion_tokens, latency_s, submitted_at, finished_at").write_parquet(
+    duckdb.sql(f"SELECT prompt_tokens, completion_tokens, latency_s, submitted_at, finished_at "
+               f"FROM read_parquet('{parts_glob(shard_dir)}')").write_parquet(
         str(out.with_suffix(".requests.parquet")))
     return result
 

@@ -179,7 +179,7 @@ class SGLangEngine:
         telemetry.parse_startup(line, facts)
         retraction = telemetry.parse_retraction(line)  # SGLang 0.4's said "Decode out of memory": not a death
         return LogLine(facts=facts, settings=telemetry.parse_settings(line), retraction=retraction,
-                       out_of_memory=not telemetry.RETRACT.search(line) and any(m in line for m in OOM_MARKERS))
+                       out_of_memory=any(m in line for m in OOM_MARKERS) and not telemetry.RETRACT.search(line))
 
     def _on_line(self, line: str) -> None:
         reading = self.read_log_line(line)
