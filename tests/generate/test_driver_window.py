@@ -43,7 +43,7 @@ def rows(n, turns):
 
 
 def follow(prompt: TurnRequest, row: dict):
-    return prompt.next(row["completion"], row["output_ids"], lambda history, _: [len(history)]), None
+    return prompt.next(row["completion"], row["output_ids"], lambda history, _: [len(history)])
 
 
 def test_single_turns_keep_inflight_times_the_cap_in_flight(tmp_path):

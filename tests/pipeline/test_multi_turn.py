@@ -198,7 +198,7 @@ def test_the_next_turn_is_submitted_as_soon_as_its_previous_turn_completes(tmp_p
 
     def follow(prompt, _row):
         nxt = prompt.next("ans", [7, 8], lambda messages, kw: [1] * (2 * len(messages)))
-        return (None, None) if nxt is None else (replace(nxt, gen_key=f"{prompt.conversation_id}{nxt.turn}"), None)
+        return None if nxt is None else replace(nxt, gen_key=f"{prompt.conversation_id}{nxt.turn}")
 
     class Bar:
         def update(self, n):

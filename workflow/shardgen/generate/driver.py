@@ -56,7 +56,7 @@ class PartSink:
             self.last_commit = time.monotonic()
 
 
-Follow = Callable[[TurnRequest, dict], tuple[TurnRequest | None, str | None]]
+Follow = Callable[[TurnRequest, dict], TurnRequest | None]
 
 
 async def drive(engine: Engine, prompts: Iterable[TurnRequest], *, window: int, sink: PartSink, shard: int,
@@ -65,9 +65,9 @@ async def drive(engine: Engine, prompts: Iterable[TurnRequest], *, window: int, 
     """Keep `window` requests in flight until every prompt has a committed row. A failed commit (disk full, I/O
     error) stops the feeding and is raised once the requests in flight are back. With `follow`, a conversation
     keeps its slot: follow(prompt, row) gives the next turn's request as soon as a turn completes (or None at the
-    end; or the request and why it cannot run, recorded as a context_exhausted row), so conversations interleave
-    in the window and no turn waits for the other conversations' earlier turns. With `context_length`, a prompt
-    that resumes a conversation at a later turn is checked the same way before it runs."""
+    end), so conversations interleave in the window and no turn waits for the other conversations' earlier turns.
+    With `context_length`, a turn that does not fit it (a followed one, or one a conversation resumes at) is not sent:
+    it ends its conversation as a context_exhausted row."""
     slots = asyncio.Semaphore(window)
     running: set[asyncio.Task] = set()
     failures: list[BaseException] = []
@@ -90,16 +90,14 @@ async def drive(engine: Engine, prompts: Iterable[TurnRequest], *, window: int, 
 
     async def one(prompt: TurnRequest | None) -> None:
         try:
-            why = prompt.exhausted(context_length) if prompt and context_length else None
             while prompt is not None and not failures:
-                if why is None:
-                    row = await turn(prompt)
-                    prompt, why = follow(prompt, row) if follow and row["finish_reason"] != "abort" else (None, None)
-                if prompt is not None and why is not None:  # the conversation ends before this turn
+                if context_length and (why := prompt.exhausted(context_length)) is not None:
                     sink.add(part_row(prompt, shard=shard, attempt=attempt, gpu=gpu, ended=why))
                     progress.update(1)
                     await sink.commit()
-                    prompt = None
+                    break
+                row = await turn(prompt)
+                prompt = follow(prompt, row) if follow and row["finish_reason"] != "abort" else None
         except Exception as err:
             failures.append(err)
         finally:
@@ -152,5 +150,5 @@ def run_prompts(engine: Engine, prompts: list[TurnRequest | dict], parts_dir: Pa
     with tqdm(total=total, desc=desc, unit="req", file=sys.stderr, mininterval=2) as bar:
         engine.run(drive(engine, prompts, window=window(config, engine, conversations), sink=sink, shard=shard,
                          attempt=attempt, gpu=gpu, progress=bar, follow=follow,
-                         context_length=config.model.context_length if follow else None))
+                         context_length=config.model.context_length))
     return sink.committed

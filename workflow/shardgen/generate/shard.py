@@ -49,13 +49,10 @@ def _todo(config: Config, layout: Layout, shard: int, retry_limit: int | None,
     return table.num_rows, todo
 
 
-def _follow(config: Config, encode):
-    """The next turn of a conversation once a turn completes; a turn that does not fit the context ends it."""
+def _follow(encode):
+    """The next turn of a conversation once a turn completes (the driver ends it where that turn does not fit)."""
     def follow(prompt: TurnRequest, row: dict):
-        request = prompt.next(row["completion"], row["output_ids"], encode)
-        if request is None:
-            return None, None
-        return request, request.exhausted(config.model.context_length)
+        return prompt.next(row["completion"], row["output_ids"], encode)
     return follow
 
 
@@ -85,7 +82,7 @@ def _run(config: Config, shard_checkpoint: checkpoint.ShardCheckpoint, todo: lis
                      window(config, engine, any(r.turns_left() > 1 for r in todo)))
             try:
                 committed = run_prompts(engine, todo, shard_dir, config, shard=shard, attempt=attempt, gpu=gpu,
-                                        desc=f"shard {shard_id(shard)}", follow=_follow(config, model.encode))
+                                        desc=f"shard {shard_id(shard)}", follow=_follow(model.encode))
             except OSError as err:
                 raise CommitError(f"shard {shard}: committing a part failed ({err}); the "
                                   f"{len(shard_checkpoint.parts())} committed parts in {shard_dir} are intact, and a "
