@@ -4,15 +4,13 @@ file system: a tmpfs mounted read-only in a mount namespace of the snakemake pro
 
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import copy_workflow
+from conftest import BIN, copy_workflow
 
 pytestmark = pytest.mark.slow
-BIN = Path(sys.executable).parent
 SNAKEMAKES_OWN = ("Using workflow specific profile", "Config file config/config.yaml is extended")
 
 

@@ -33,10 +33,10 @@ def workdir(tmp_path) -> Path:
     return work
 
 
-def test_demo_end_to_end_and_single_shard_rerun(finished_demo, tmp_path):
+def test_demo_end_to_end_and_single_shard_rerun(finished_demo, finished):
     summary = check_results(finished_demo)
     assert summary["prompts_rejected"] > 0 and summary["prompts_duplicate"] > 0  # the demo shows both paths
-    workdir = Path(shutil.copytree(finished_demo, tmp_path / "work", symlinks=True))
+    workdir = finished
     parts_before = {p: p.read_bytes() for p in workdir.glob("results/generate/shard-*/part-*.parquet")}
     out = finish(snakemake(workdir, "-R", "results/generate/shard-001.done.json"))
     assert "prompts, 0 to generate" in (workdir / "results/logs/generate/shard-001.log").read_text()
