@@ -51,6 +51,10 @@ def manifest(con, config: Config, per_source: list[dict], outputs: list[Path], d
                                rejected_by_reason={r["reason"]: r["rows"] for r in rejected if r["source"] == row[0]})
     files = []
     for path in outputs:
+        if path.is_dir():  # a folder output (Snakemake's directory()): its files' count and bytes, not one digest
+            held = [p for p in path.rglob("*") if p.is_file() and not p.name.startswith(".snakemake")]
+            files.append({"path": str(path), "files": len(held), "bytes": sum(p.stat().st_size for p in held)})
+            continue
         reader = {".jsonl": "read_json_auto", ".parquet": "read_parquet"}.get(path.suffix)  # else a sidecar: no rows
         rows = reader and con.execute(f"SELECT count(*) FROM {reader}({db.quote(path)})").fetchall()[0][0]
         files.append({"path": str(path), "rows": rows, "sha256": file_sha256(path)})
