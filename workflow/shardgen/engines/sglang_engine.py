@@ -248,3 +248,6 @@ class SGLangEngine:
         finally:
             self._close_taps()  # every line read: the record gets the run's retractions (its done file's engine)
             self.info.record["retractions"] = self.retractions.as_dict()
+            if self.hidden is not None:
+                self.info.record["hidden_pass"] = self.hidden.record()
+                self.hidden.close()

@@ -1,14 +1,25 @@
 """Hidden-state capture on SGLang (config `capture.hidden_states`) without patching SGLang: after a captured turn is
 generated, one prefill pass over its prompt_ids + output_ids in the same engine, whose forward hooks (ServerArgs
 `forward_hooks`, SGLang 0.5.17's model_executor/hook_manager.py) copy the chosen layers for that request's extend
-positions and hand them to this process through a file per request and chunk. docs/engine.md "Hidden states on
-SGLang" gives the facts of SGLang's source this rests on, with file:line.
+positions and hand them to this process through a file per request and chunk, in shared memory where the machine has
+room for it. docs/engine.md "Hidden states on SGLang" gives the facts of SGLang's source this rests on, with file:line.
+
+The scheduler's loop waits for neither the copy to the host nor the writing: the hook starts an asynchronous copy
+into pinned host memory on the forward's stream and one writer thread saves it once the copy is done (the layout of
+vLLM PR #37374's KV offload). The engine's side reads a turn's files in a worker thread, so the driver keeps feeding.
 
 Two halves: `hook` and its closures run inside SGLang's scheduler process (imported there by SGLang from
 HOOK_FACTORY); HiddenPass runs in the engine's own process."""
 
+import asyncio
+import hashlib
+import json
+import logging
 import os
 import shutil
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from shardgen.capture import LAST_BEFORE_NORM, HiddenCapture
@@ -18,6 +29,13 @@ from shardgen.engines.sglang_versions import spelling
 HOOK_FACTORY = "shardgen.engines.sglang_hidden:hook"
 PASS_PREFIX = "hidden-"  # a capture pass's rid: this prefix and its turn's rid; the hooks keep no other request's rows
 PASS_FOLDER = "hidden-pass"  # under the engine's workdir: the hooks' files, each read back and removed at once
+SHARED_MEMORY = Path("/dev/shm")
+# The hand-off goes through shared memory only where it has room for the turns in flight (a container's default
+# /dev/shm is 64 MiB): each turn's files are removed as soon as they are read.
+SHARED_MEMORY_MIN_FREE = 8 << 30
+HOOK_STATS = "hook-stats.json"  # the scheduler side's counters, rewritten at most every STATS_EVERY_S
+STATS_EVERY_S = 2.0
+log = logging.getLogger(__name__)
 # Where a model's layer ids are seen through modules SGLang calls as modules (forward hooks fire on __call__ only):
 # the embeddings' output (id 0), each decoder layer's input norm, whose fused add returns (normed, hidden + residual)
 # with the second the layer's input (id i), the final norm's (normed: id L; its residual sum: LAST_BEFORE_NORM), and
@@ -56,23 +74,88 @@ def hook(config: dict):
 
 
 def write_rows(forward_batch, folder: Path, layer_ids: list) -> None:
-    """Each capture pass's rows of an extend batch, [positions, layers, hidden] on the host, as
-    `<rid>.<first position>.safetensors`: a chunked prefill writes one file per chunk. A layer whose hook did not
-    run leaves the request without its file: the engine's side refuses the turn (collect)."""
+    """Each capture pass's rows of an extend batch, [positions, layers, hidden], handed to the writer as
+    `<rid>.<first position>-<end>.safetensors`: a chunked prefill gives one file per chunk. A layer whose hook did
+    not run leaves the request without its file: the engine's side refuses the turn (collect)."""
     import torch
-    from safetensors.torch import save_file
 
     if not forward_batch.forward_mode.is_extend() or any(key not in _stash for key in layer_ids):
         return
-    offset = 0
+    started, offset = time.perf_counter(), 0
+    handoff = Handoff.of(folder)
     for rid, start, n in zip(forward_batch.rids, forward_batch.extend_prefix_lens_cpu,
                              forward_batch.extend_seq_lens_cpu):
         if rid.startswith(PASS_PREFIX):
-            rows = torch.stack([_stash[key][offset:offset + n] for key in layer_ids], dim=1).to("cpu")
-            target = folder / f"{rid}.{int(start)}.safetensors"
-            save_file({"states": rows.contiguous()}, str(target) + ".tmp")
-            os.replace(str(target) + ".tmp", target)
+            handoff.send(f"{rid}.{int(start)}-{int(start) + int(n)}",
+                         torch.stack([_stash[key][offset:offset + n] for key in layer_ids], dim=1))
         offset += n
+    handoff.count("scheduler_s", time.perf_counter() - started)
+
+
+class Handoff:
+    """The scheduler process's side of the hand-off, one per folder: device rows copied asynchronously into pinned
+    host memory, saved by one thread once their copy is done, each file renamed into place whole."""
+    _by_folder: dict[Path, "Handoff"] = {}
+
+    def __init__(self, folder: Path):
+        self.folder, self.lock = folder, threading.Lock()
+        self.writer = ThreadPoolExecutor(1, thread_name_prefix="shardgen-hidden")
+        self.stats = {"chunks": 0, "positions": 0, "bytes": 0, "scheduler_s": 0.0, "write_s": 0.0, "errors": 0}
+        self.saved_at = 0.0
+
+    @classmethod
+    def of(cls, folder: Path) -> "Handoff":
+        if folder not in cls._by_folder:
+            cls._by_folder[folder] = cls(folder)
+        return cls._by_folder[folder]
+
+    def send(self, name: str, rows) -> None:
+        import torch
+
+        if rows.is_cuda:
+            # the copy runs on the forward's stream: a later kernel that reuses `rows`' memory runs after it
+            host = torch.empty(rows.shape, dtype=rows.dtype, pin_memory=True)
+            host.copy_(rows, non_blocking=True)
+            copied = torch.cuda.Event()
+            copied.record()
+        else:
+            host, copied = rows.clone(), None
+        self.writer.submit(self._write, name, host, copied)
+
+    def _write(self, name: str, host, copied) -> None:
+        from safetensors.torch import save_file
+
+        started = time.perf_counter()
+        try:
+            if copied is not None:
+                copied.synchronize()
+            target = self.folder / f"{name}.safetensors"
+            save_file({"states": host.contiguous()}, str(target) + ".tmp")
+            os.replace(str(target) + ".tmp", target)
+            self.count("positions", len(host), "bytes", host.nbytes, "chunks", 1)
+        except Exception:  # the engine's side names the turn whose positions never came
+            log.exception("hidden-state hand-off: %s not written", name)
+            self.count("errors", 1)
+        self.count("write_s", time.perf_counter() - started)
+
+    def count(self, *pairs) -> None:
+        with self.lock:
+            for key, value in zip(pairs[::2], pairs[1::2]):
+                self.stats[key] += value
+            if time.monotonic() - self.saved_at >= STATS_EVERY_S or pairs[0] == "write_s":
+                self.saved_at = time.monotonic()
+                (self.folder / (HOOK_STATS + ".tmp")).write_text(json.dumps(self.stats))
+                os.replace(self.folder / (HOOK_STATS + ".tmp"), self.folder / HOOK_STATS)
+
+
+def handoff_folder(workdir: Path) -> Path:
+    """Shared memory where it has room (the files never touch a disk), else the engine's workdir; named by the
+    workdir, so the next engine on it finds what a killed one left."""
+    if SHARED_MEMORY.is_dir() and os.access(SHARED_MEMORY, os.W_OK) \
+            and shutil.disk_usage(SHARED_MEMORY).free >= SHARED_MEMORY_MIN_FREE:
+        digest = hashlib.sha256(str(workdir.resolve()).encode()).hexdigest()[:16]
+        return SHARED_MEMORY / f"shardgen-{PASS_FOLDER}-{digest}"
+    return workdir / PASS_FOLDER
 
 
 def hook_specs(architecture: str, layer_ids: list, num_layers: int, folder: Path) -> list[dict]:
@@ -115,6 +198,7 @@ async def attach(capture: "HiddenPass | None", engine, request, result) -> None:
 
 class HiddenPass:
     """The engine's side: the hook specs (ServerArgs.forward_hooks), and each captured turn's pass."""
+    HANDOFF_WAIT_S = 120.0  # after its pass returns, how long a turn's last files may take to be written
 
     def __init__(self, hidden: HiddenCapture, model_config: dict, workdir: Path, engine_args: dict):
         if int(engine_args.get("tp_size") or 1) > 1 or int(engine_args.get("pp_size") or 1) > 1 \
@@ -125,12 +209,18 @@ class HiddenPass:
                              "enable_dp_attention)")
         self.hidden, self.num_layers = hidden, int(model_config["num_hidden_layers"])
         self.layer_ids = hidden.layer_ids(self.num_layers)
-        self.folder = workdir / PASS_FOLDER
+        self.folder = handoff_folder(workdir)
         shutil.rmtree(self.folder, ignore_errors=True)  # one engine owns the workdir: a killed pass's files go
         self.folder.mkdir(parents=True)
         architecture = (model_config.get("architectures") or ["(none)"])[0]
         self.forward_hooks = hook_specs(architecture, self.layer_ids, self.num_layers, self.folder)
         self.header = hidden.header(self.num_layers)
+        # Without a prefix cache nothing is matched, so the pass needs no input logprobs (they would put the logits
+        # of every position, [positions, vocab] in float32, on the card); with one, logprobs from position 0 make
+        # SGLang match no prefix (schedule_batch.py:1368-1372).
+        self.logprob_args = {} if engine_args.get("disable_radix_cache") in (True, "True") else \
+            {"return_logprob": True, "logprob_start_len": 0, "top_logprobs_num": 0}
+        self.timing = {"turns": 0, "positions": 0, "pass_s": 0.0, "read_s": 0.0, "encode_s": 0.0}
 
     async def attach(self, engine, request, result) -> None:
         """A generated result of a captured request gets its turn's stored states (Result.hidden_states); a failed
@@ -139,30 +229,68 @@ class HiddenPass:
             return
         ids = list(request.prompt_ids) + list(result.output_ids)
         rid = PASS_PREFIX + request.rid
-        # Input logprobs from position 0: SGLang then matches no cached prefix (schedule_batch.py:1368-1372), so
-        # every position runs through the hooked modules; the one token generated is thrown away.
+        started = time.perf_counter()
         out = await engine.async_generate(input_ids=ids, sampling_params={"max_new_tokens": 1}, rid=rid,
-                                          return_logprob=True, logprob_start_len=0, top_logprobs_num=0)
+                                          **self.logprob_args)  # the one token generated is thrown away
+        self.timing["pass_s"] += time.perf_counter() - started
         if (failed := result_of(out)).error is not None or failed.finish_reason == "abort":
             raise RuntimeError(f"{request.rid}: SGLang aborted the hidden-state pass over its turn ({failed.error})")
-        result.hidden_states = {**self.hidden.encode(self.collect(rid, len(ids))), "header": self.header}
+        encoded = await asyncio.to_thread(self._read_and_encode, rid, len(ids))
+        result.hidden_states = {**encoded, "header": self.header}
+        self.timing["turns"] += 1
+        self.timing["positions"] += len(ids)
+
+    def _read_and_encode(self, rid: str, n: int) -> dict:
+        started = time.perf_counter()
+        states = self.collect(rid, n)
+        read = time.perf_counter()
+        encoded = self.hidden.encode(states)
+        self.timing["read_s"] += read - started
+        self.timing["encode_s"] += time.perf_counter() - read
+        return encoded
 
     def collect(self, rid: str, n: int):
-        """The pass's files of `rid`, joined by position and removed; every position 0..n-1 must be there."""
+        """The pass's files of `rid`, joined by position and removed, once every position 0..n-1 is there (the
+        scheduler's writer thread may still be saving the last ones)."""
         import torch
         from safetensors.torch import load_file
 
-        chunks = sorted((p for p in self.folder.glob(f"{rid}.*.safetensors") if p.name.rsplit(".", 2)[0] == rid),
-                        key=lambda p: int(p.name.split(".")[-2]))
+        deadline, chunks = time.monotonic() + self.HANDOFF_WAIT_S, self._chunks(rid)
+        while sum(end - start for start, end, _ in chunks) < n and time.monotonic() < deadline:
+            time.sleep(0.002)
+            chunks = self._chunks(rid)
         states, seen = None, torch.zeros(n, dtype=torch.bool)
-        for path in chunks:
-            start, rows = int(path.name.split(".")[-2]), load_file(str(path))["states"]
+        for start, end, path in chunks:
+            rows = load_file(str(path))["states"]
             if states is None:
                 states = torch.empty((n, *rows.shape[1:]), dtype=rows.dtype)
-            states[start:start + len(rows)], seen[start:start + len(rows)] = rows[:n - start], True
+            states[start:end], seen[start:end] = rows[:n - start], True
             path.unlink()
         if states is None or not bool(seen.all()):
             missing = n if states is None else int((~seen).sum())
             raise RuntimeError(f"{rid}: SGLang's forward hooks gave {missing} of the turn's {n} positions no hidden "
                                "states (a prefill under a CUDA graph, or a module path this adapter does not know)")
         return states
+
+    def _chunks(self, rid: str) -> list[tuple[int, int, Path]]:
+        """The files written for `rid` so far: (first position, end, path), by position."""
+        chunks = []
+        for path in self.folder.glob(f"{rid}.*.safetensors"):
+            name, span, _ = path.name.rsplit(".", 2)
+            if name == rid:
+                start, end = span.split("-")
+                chunks.append((int(start), int(end), path))
+        return sorted(chunks)
+
+    def record(self) -> dict:
+        """The pass's time, split: `pass_s` the passes' own wall in the engine (overlapping one another and the
+        generation), `read_s` and `encode_s` this process's work on the files (a worker thread), and the scheduler
+        side's counters (`hook`): `scheduler_s` what the hooks held the scheduler's loop for, `write_s` the writer
+        thread's time, and the chunks, positions and bytes handed off."""
+        stats = self.folder / HOOK_STATS
+        return {**{k: round(v, 3) if isinstance(v, float) else v for k, v in self.timing.items()},
+                "folder": str(self.folder), "logprobs_in_pass": bool(self.logprob_args),
+                "hook": json.loads(stats.read_text()) if stats.exists() else {}}
+
+    def close(self) -> None:
+        shutil.rmtree(self.folder, ignore_errors=True)
