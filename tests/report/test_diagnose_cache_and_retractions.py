@@ -79,8 +79,9 @@ def by_turn(shared_served: list[tuple[int, int]]) -> list[dict]:
 
 
 def shard_run(turns: list[dict], strategy: str | None = "no_buffer") -> Run:
-    return Run([], {}, {}, RunSettings(mamba_strategy=strategy, mamba_slots_per_request=3), [],
-               prefix_cache_by_turn=turns)
+    prefix_cache = None if strategy is None else strategy != "no_radix"  # as the SGLang backend reads it
+    return Run([], {}, {}, RunSettings(mamba_strategy=strategy, prefix_cache=prefix_cache, mamba_slots_per_request=3),
+               [], prefix_cache_by_turn=turns)
 
 
 def test_a_shard_whose_cache_missed_the_histories_is_named():

@@ -146,3 +146,33 @@ def test_the_text_names_each_finding_its_changes_and_evidence():
         "  no efficiency: why"]
     assert render({"c": {"findings": [], "efficiency": {**eff, "warning": "above peak"}, "efficiency_note": None}}
                   ).endswith("; WARNING: above peak")
+
+
+HIDDEN_PASS = {"turns": 800, "positions": 248_905, "pass_s": 1210.5, "read_s": 30.2, "encode_s": 12.1,
+               "logprobs_in_pass": False, "hook": {"chunks": 950, "positions": 248_905, "bytes": 10_195_269_288,
+                                                   "scheduler_s": 4.2, "write_s": 41.0, "errors": 0}}
+
+
+def test_a_capture_pass_is_its_own_phase_not_a_starved_feeder_nor_prompt_prefill():
+    # decode below the cap with an empty queue, and a prefill of about the captured positions
+    starved = [row(running=300, queue=0, s=0), row(running=300, queue=0, s=1),
+               row(kind="prefill", new_token=249_000, queue=40, s=2), row(running=300, queue=40, s=3)]
+    assert codes(hand_run(starved, {"max_running_requests": 512})) == ["feeder_bound", "prefill_heavy"]
+    run = hand_run(starved, {"max_running_requests": 512})
+    run.hidden_pass = HIDDEN_PASS
+    (finding,) = diagnose(run)
+    assert finding.code == "capture_pass"
+    assert finding.message.startswith("800 turns were captured: a second prefill of their 248905 positions")
+    assert "held the scheduler 4.2 s" in finding.message and "wrote 10.2 GB in 41 s" in finding.message
+    assert any("hidden_states: false" in a for a in finding.advice)
+
+
+def test_a_log_alone_whose_prefills_took_cached_tokens_had_a_prefix_cache_on():
+    """Without the start-up settings (no strategy said), cached tokens prove a prefix cache served the run."""
+    heavy = [row(running=10, queue=5, gen=10.0, s=0),
+             row(kind="prefill", new_token=5000, cached_token=128, queue=5, s=1),
+             row(running=10, queue=5, gen=10.0, s=2)]
+    (finding,) = diagnose(hand_run(heavy, {"max_running_requests": 64}))
+    assert finding.code == "prefill_heavy"
+    assert "the prefix cache is on (the log shows cached tokens) but gave only 128 of the 5128" in finding.message
+    assert not any("keep the prefix cache on" in a for a in finding.advice)

@@ -68,6 +68,7 @@ class RunSettings:
     """What an engine ran with, in no backend's argument names: what diagnose, the efficiency and tune read.
     None where the run did not say (a dtype then is the model's own, or the backend's default)."""
     mamba_strategy: str | None = None  # no_buffer | extra_buffer | extra_buffer_lazy | no_radix
+    prefix_cache: bool | None = None  # whether a prefix cache served the run's requests (None: not said)
     mamba_slots_per_request: int | None = None  # state-pool slots one running request holds under that strategy
     graph_limit: int | None = None  # the largest decode batch that runs with CUDA graphs
     weights_dtype: str | None = None

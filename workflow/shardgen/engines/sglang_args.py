@@ -98,6 +98,7 @@ def run_settings(args: dict) -> RunSettings:
     """The engine-neutral view of logged (strings) or resolved ServerArgs fields, under either version's names."""
     strategy = _mamba_strategy(args)
     return RunSettings(mamba_strategy=strategy, mamba_slots_per_request=SLOTS_PER_REQUEST.get(strategy),
+                       prefix_cache=None if strategy is None else strategy != "no_radix",
                        graph_limit=_graph_limit(args), weights_dtype=_dtype(args.get("dtype")),
                        kv_cache_dtype=_dtype(args.get("kv_cache_dtype")),
                        ssm_state_dtype=_dtype(args.get("mamba_ssm_dtype")),

@@ -97,7 +97,7 @@ class TransformersEngine(NoAdvice):
     @classmethod
     def info_from_record(cls, record: dict) -> EngineInfo:
         return EngineInfo("transformers", record["max_running_requests"], record=record, settings=RunSettings(
-            weights_dtype=record.get("dtype"), kv_cache_dtype=record.get("kv_cache_dtype"),
+            prefix_cache=False, weights_dtype=record.get("dtype"), kv_cache_dtype=record.get("kv_cache_dtype"),
             ssm_state_dtype=record.get("ssm_state_dtype")))
 
     @classmethod

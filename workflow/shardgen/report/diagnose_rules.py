@@ -1,7 +1,7 @@
 """The rules: what limits a run's throughput, each finding with its evidence lines and the settings to change.
 Findings: mamba_pool_bound, kv_bound, running_cap_bound, feeder_bound, cuda_graph_uncovered, compute_saturated,
-prefill_heavy, retractions, prefix_cache_low. The rules name shardgen's neutral keys; a setting only the run's
-backend has comes from it (`Run.advice`: engines/advice.py's bounds)."""
+prefill_heavy, retractions, prefix_cache_low, capture_pass. The rules name shardgen's neutral keys; a setting only
+the run's backend has comes from it (`Run.advice`: engines/advice.py's bounds)."""
 
 from dataclasses import dataclass, field
 
@@ -40,7 +40,7 @@ def diagnose(run: Run, eff: dict | None = None) -> list[Finding]:
             findings += _cap_findings(run, cap, at_cap)
         elif len(held) >= len(steady) / 2:
             findings += _admission_findings(run, cap, held)
-        if len(below) >= max(1, len(steady) / 5):
+        if len(below) >= max(1, len(steady) / 5) and not run.hidden_pass.get("turns"):
             findings.append(Finding(
                 "feeder_bound", f"the queue was empty while {len(below)} of {len(steady)} decode batches ran below "
                 f"the cap of {cap}: the client is not feeding the engine",
@@ -56,6 +56,7 @@ def diagnose(run: Run, eff: dict | None = None) -> list[Finding]:
                 f"the graph limit {run.graph_limit} (up to {top})", run.advice("graph_limit", running=top),
                 _evidence(run, eager)))
     findings += _saturation(run, steady, eff) + _prefill(run, steady) + _retractions(run) + _prefix_cache(run)
+    findings += _capture_pass(run)
     codes = {f.code for f in findings}
     for f in findings:
         if f.code == "running_cap_bound" and "compute_saturated" in codes:
@@ -155,7 +156,8 @@ def _prefill(run: Run, steady: list[int]) -> list[Finding]:
     decode = [i for i, r in enumerate(run.rows) if r["kind"] == "decode"]
     generated = sum(run.rows[b]["gen_throughput"] * (run.rows[b]["ts"] - run.rows[a]["ts"]).total_seconds()
                     for a, b in zip(decode, decode[1:]))
-    prompt_tokens = sum(run.rows[i]["new_token"] for i in prefill)
+    # the capture pass's prefill of every captured position is its own phase (_capture_pass), not the prompts'
+    prompt_tokens = sum(run.rows[i]["new_token"] for i in prefill) - int(run.hidden_pass.get("positions") or 0)
     if not generated or prompt_tokens <= 2 * generated:
         return []
     message = f"{prompt_tokens} prompt tokens were prefilled for ~{generated:.0f} generated: prefill, not decode, " \
@@ -163,9 +165,9 @@ def _prefill(run: Run, steady: list[int]) -> list[Finding]:
     advice = run.advice("prefill")
     cached = sum(run.rows[i].get("cached_token") or 0 for i in prefill)
     share = cached / (cached + prompt_tokens)
-    if run.strategy not in (None, "no_radix") and share < LOW_CACHE_SHARE:
-        message += (f"; the prefix cache is on ({run.strategy}) but gave only {cached} of the {cached + prompt_tokens}"
-                    f" prompt tokens ({share:.1%})")
+    if run.prefix_cache_on(cached) and share < LOW_CACHE_SHARE:
+        message += (f"; the prefix cache is on ({run.strategy or 'the log shows cached tokens'}) but gave only "
+                    f"{cached} of the {cached + prompt_tokens} prompt tokens ({share:.1%})")
         advice += ["if the prompts share prefixes (each_turn conversations, a long system prompt), the cache evicts "
                    "them before they are reused: " + _KEEP_HISTORIES] + run.advice("prefix_cache_unused")
     else:
@@ -187,9 +189,7 @@ def _prefix_cache(run: Run) -> list[Finding]:
     cached = sum(t["cached_tokens"] or 0 for t in later)
     prompt = sum(t["prompt_tokens"] or 0 for t in run.prefix_cache_by_turn)
     every = sum(t["cached_tokens"] or 0 for t in run.prefix_cache_by_turn)
-    # off: SGLang's no_radix, or an engine that names no strategy and took nothing from a cache (the CPU engine)
-    cache_on = run.strategy != "no_radix" and (run.strategy is not None or every > 0)
-    if not shared or not cache_on or cached >= SERVED_GOAL * shared:
+    if not shared or not run.prefix_cache_on(every) or cached >= SERVED_GOAL * shared:
         return []
     per_turn = ", ".join(f"turn {t['turn']} {(t['cached_tokens'] or 0) / t['shared_tokens']:.0%}" for t in later)
     return [Finding(
@@ -210,7 +210,7 @@ def _retractions(run: Run) -> list[Finding]:
     said = [f"{tally.requests} requests"] if tally and tally.events else []
     if tally and tally.events > tally.uncounted:
         counted = f" (as {tally.events - tally.uncounted} of the {tally.events} lines say)" if tally.uncounted else ""
-        estimate = "; with the prefix cache on, an estimate" if run.strategy not in (None, "no_radix") else ""
+        estimate = "; with the prefix cache on, an estimate" if run.settings.prefix_cache else ""
         said.append(f"{tally.tokens} tokens of KV given back{counted}: their prompts and what they had generated, "
                     f"prefilled again when readmitted{estimate}")
     cost = f" ({', '.join(said)})" if said else ""
@@ -222,3 +222,23 @@ def _retractions(run: Run) -> list[Finding]:
     evidence = run.retractions[:3] or ([f"engine.retractions: {tally.as_dict()}"] if tally else [])
     return [Finding("retractions", f"the KV pool filled and the engine retracted running requests {events} times"
                     + cost + held, advice, evidence)]
+
+
+def _capture_pass(run: Run) -> list[Finding]:
+    """Hidden-state capture (the done file's engine.hidden_pass): a second prefill of every captured position, with
+    its own time: while turns wait in their pass, decode runs below the cap with an empty queue (not the feeder)."""
+    record = run.hidden_pass
+    if not record.get("turns"):
+        return []
+    hook = record.get("hook") or {}
+    return [Finding(
+        "capture_pass", f"{record['turns']} turns were captured: a second prefill of their {record['positions']} "
+        f"positions (prompt and output) through the hidden-state hooks; the passes' wall summed over turns "
+        f"{record['pass_s']:.0f} s (they overlap generation), the hooks held the scheduler "
+        f"{hook.get('scheduler_s', 0):.1f} s, "
+        f"the writer thread wrote {hook.get('bytes', 0) / 1e9:.1f} GB in {hook.get('write_s', 0):.0f} s, reading and "
+        f"encoding took {record.get('read_s', 0) + record.get('encode_s', 0):.0f} s",
+        ["capture costs about a prefill of every position (docs/performance.md gives the measured share): capture "
+         "only the sources a drafter trains on (a source's own hidden_states: false)",
+         "fewer layers copy and write fewer bytes (capture.hidden_states.layers: dflash, or an explicit list)"],
+        [f"engine.hidden_pass: {record}"])]

@@ -27,6 +27,12 @@ class Run:
     retracted: Retractions | None = None
     prefix_cache_by_turn: list[dict] = field(default_factory=list)  # a shard's done file (shard_prefix_cache.sql)
     backend: str = DEFAULT_BACKEND  # the registered backend whose engine ran it
+    hidden_pass: dict = field(default_factory=dict)  # a shard's done file: the hidden-state capture pass's record
+
+    def prefix_cache_on(self, cached_tokens: int) -> bool:
+        """Whether a prefix cache served the run: what the backend said it ran with, else whether any request took
+        tokens from one (`cached_tokens` seen, a log without the start-up settings)."""
+        return self.settings.prefix_cache if self.settings.prefix_cache is not None else cached_tokens > 0
 
     @property
     def strategy(self) -> str | None:
@@ -79,7 +85,7 @@ def read_shard(shard_dir: Path) -> Run:
     if info is None:  # no engine started (nothing was left to generate)
         return Run(records, lines, {}, RunSettings(), [], prefix_cache_by_turn=by_turn)
     return Run(records, lines, info.startup, info.settings, [], info.gpu_name, Retractions.of_record(record), by_turn,
-               info.backend)
+               info.backend, record.get("hidden_pass") or {})
 
 
 def read(path: Path, engine: str = DEFAULT_BACKEND) -> Run:
