@@ -2,6 +2,7 @@
 pass asks no input logprobs, the done record splits the pass's time, the hand-off folder is gone after the engine,
 and a turn's files written late by the scheduler's writer thread are still collected (or the turn refused, named)."""
 
+import asyncio
 import json
 import threading
 import time
@@ -45,7 +46,7 @@ def test_without_a_prefix_cache_the_pass_asks_no_logprobs_and_the_done_record_sp
     assert record["positions"] == record["hook"]["positions"] > 0  # every position handed off, none twice
     assert record["hook"]["chunks"] > record["turns"]  # chunked prefill: a file per chunk
     assert record["hook"]["errors"] == 0 and record["hook"]["bytes"] > 0
-    assert record["pass_s"] > 0 and record["read_s"] > 0 and record["hook"]["write_s"] > 0
+    assert record["pass_s"] > 0 and record["read_s"] > 0 and record["wait_s"] >= 0 and record["hook"]["write_s"] > 0
     assert not Path(record["folder"]).exists()  # the engine's close removes the hand-off folder
 
 
@@ -66,8 +67,9 @@ def test_files_the_writer_saves_after_the_pass_returned_are_waited_for(tmp_path,
 
     writer = threading.Thread(target=write_late)
     writer.start()
-    states = capture.collect(rid, 6)
+    chunks = asyncio.run(capture._written(rid, 6))  # on the event loop, while the writer saves the rest
     writer.join()
+    states = capture.collect(rid, chunks, 6)
     assert torch.equal(states, rows)
     assert not list(capture.folder.glob(f"{rid}.*"))  # read and removed
 
@@ -76,8 +78,9 @@ def test_a_turn_whose_positions_never_come_is_refused_naming_it(tmp_path, monkey
     capture = _pass(tmp_path, monkeypatch, 0.2)
     rid = PASS_PREFIX + "r2"
     save_file({"states": torch.zeros(3, 2, 8)}, str(capture.folder / f"{rid}.0-3.safetensors"))
+    chunks = asyncio.run(capture._written(rid, 5))  # what there is after HANDOFF_WAIT_S
     with pytest.raises(RuntimeError, match=f"{rid}: .* gave 2 of the turn's 5 positions no hidden states"):
-        capture.collect(rid, 5)
+        capture.collect(rid, chunks, 5)
 
 
 def test_the_hand_off_uses_shared_memory_only_where_it_has_room(tmp_path, monkeypatch):

@@ -220,7 +220,7 @@ class HiddenPass:
         # SGLang match no prefix (schedule_batch.py:1368-1372).
         self.logprob_args = {} if engine_args.get("disable_radix_cache") in (True, "True") else \
             {"return_logprob": True, "logprob_start_len": 0, "top_logprobs_num": 0}
-        self.timing = {"turns": 0, "positions": 0, "pass_s": 0.0, "read_s": 0.0, "encode_s": 0.0}
+        self.timing = {"turns": 0, "positions": 0, "pass_s": 0.0, "wait_s": 0.0, "read_s": 0.0, "encode_s": 0.0}
 
     async def attach(self, engine, request, result) -> None:
         """A generated result of a captured request gets its turn's stored states (Result.hidden_states); a failed
@@ -235,30 +235,39 @@ class HiddenPass:
         self.timing["pass_s"] += time.perf_counter() - started
         if (failed := result_of(out)).error is not None or failed.finish_reason == "abort":
             raise RuntimeError(f"{request.rid}: SGLang aborted the hidden-state pass over its turn ({failed.error})")
-        encoded = await asyncio.to_thread(self._read_and_encode, rid, len(ids))
+        waited = time.perf_counter()
+        chunks = await self._written(rid, len(ids))
+        self.timing["wait_s"] += time.perf_counter() - waited
+        encoded = await asyncio.to_thread(self._read_and_encode, rid, chunks, len(ids))
         result.hidden_states = {**encoded, "header": self.header}
         self.timing["turns"] += 1
         self.timing["positions"] += len(ids)
 
-    def _read_and_encode(self, rid: str, n: int) -> dict:
+    async def _written(self, rid: str, n: int) -> list[tuple[int, int, Path]]:
+        """The files of `rid` once they hold every position 0..n-1 (the scheduler's writer thread may still be
+        saving the last ones), or what there is after HANDOFF_WAIT_S. Waited for on the event loop: a thread per
+        waiting turn would fight the driver for the interpreter."""
+        deadline, chunks = time.monotonic() + self.HANDOFF_WAIT_S, self._chunks(rid)
+        while sum(end - start for start, end, _ in chunks) < n and time.monotonic() < deadline:
+            await asyncio.sleep(0.005)
+            chunks = self._chunks(rid)
+        return chunks
+
+    def _read_and_encode(self, rid: str, chunks: list[tuple[int, int, Path]], n: int) -> dict:
         started = time.perf_counter()
-        states = self.collect(rid, n)
+        states = self.collect(rid, chunks, n)
         read = time.perf_counter()
         encoded = self.hidden.encode(states)
         self.timing["read_s"] += read - started
         self.timing["encode_s"] += time.perf_counter() - read
         return encoded
 
-    def collect(self, rid: str, n: int):
-        """The pass's files of `rid`, joined by position and removed, once every position 0..n-1 is there (the
-        scheduler's writer thread may still be saving the last ones)."""
+    def collect(self, rid: str, chunks: list[tuple[int, int, Path]], n: int):
+        """The pass's files of `rid` (`_written`), joined by position and removed; every position 0..n-1 must be
+        there."""
         import torch
         from safetensors.torch import load_file
 
-        deadline, chunks = time.monotonic() + self.HANDOFF_WAIT_S, self._chunks(rid)
-        while sum(end - start for start, end, _ in chunks) < n and time.monotonic() < deadline:
-            time.sleep(0.002)
-            chunks = self._chunks(rid)
         states, seen = None, torch.zeros(n, dtype=torch.bool)
         for start, end, path in chunks:
             rows = load_file(str(path))["states"]
@@ -284,7 +293,8 @@ class HiddenPass:
 
     def record(self) -> dict:
         """The pass's time, split: `pass_s` the passes' own wall in the engine (overlapping one another and the
-        generation), `read_s` and `encode_s` this process's work on the files (a worker thread), and the scheduler
+        generation), `wait_s` for the writer's last files after a pass returned, `read_s` and `encode_s` this
+        process's work on the files (a worker thread), and the scheduler
         side's counters (`hook`): `scheduler_s` what the hooks held the scheduler's loop for, `write_s` the writer
         thread's time, and the chunks, positions and bytes handed off."""
         stats = self.folder / HOOK_STATS
