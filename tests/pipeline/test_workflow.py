@@ -14,8 +14,12 @@ import duckdb
 import pytest
 import yaml
 
+from shardgen.generate import checkpoint
+from shardgen.layout import Layout
+from shardgen.store import db
+
 from conftest import BIN, copy_workflow, demo_snakemake as snakemake, load_yaml_files
-from helpers import check_results
+from helpers import check_identities, check_results
 
 pytestmark = pytest.mark.slow
 
@@ -147,20 +151,51 @@ def test_a_finished_demo_has_nothing_to_do_and_said_which_rows_it_lost(finished)
     assert any(line.startswith("prompts: source metamathqa lost ") for line in lost)
 
 
+def _status(work: Path, overlay: dict) -> list[str]:
+    """`shardgen status` as the user runs it before the rerun, given the run's whole config: test.yaml = overlay."""
+    (work / "config" / "test.yaml").write_text(yaml.safe_dump(overlay))
+    whole = work / "config" / "whole.yaml"
+    whole.write_text(yaml.safe_dump(load_yaml_files(*(work / "config" / name
+                                                      for name in ("config.yaml", "demo.yaml", "test.yaml")))))
+    shown = subprocess.run([str(BIN / "shardgen"), "--config", str(whole), "status"], cwd=work,
+                           capture_output=True, text=True, timeout=300)
+    assert shown.returncode == 0, shown.stderr[-3000:]
+    return shown.stdout.splitlines()
+
+
+def test_a_lower_context_length_ends_conversations_where_a_fresh_run_does(finished):
+    # The demo's 8 two-turn conversations have turn 2 at 212-236 prompt tokens + 24 new: none fits 200, every turn 1
+    # does (at most 80 + 32).
+    lines = _status(finished, {"shards": 2, "model": {"context_length": 200}})
+    rows = [dict(zip(lines[0].split(), line.split())) for line in lines[2:4]]
+    assert "stale" in {r["state"] for r in rows}, lines  # work to do, before the rerun
+    assert lines[-1].startswith("config: 8 conversations end elsewhere under model.context_length 200 (the prompt "
+                                "set was built for 512; shard "), lines[-1]
+    out = finish(snakemake(finished))
+    assert "rule generate" in out and "rule merge" in out
+    res = finished / "results"
+    data = duckdb.sql(f"SELECT turn, count(*) FROM '{res}/dataset/data.parquet' GROUP BY 1").fetchall()
+    assert data == [(1, 135)]  # every turn 2 left the dataset, as a fresh run at 200 never makes one
+    log = (res / "logs" / "generate" / "shard-000.log").read_text() + (res / "logs/generate/shard-001.log").read_text()
+    assert "end at a turn that no longer fits model.context_length 200" in log
+    summary = json.loads((res / "report" / "summary.json").read_text())
+    check_identities(summary)
+    assert (summary["dataset_rows"], summary["stale_rows"], summary["generated"]) == (135, 8, 135)
+    accounting = {r["source"]: r for r in db.query(checkpoint.connect(Layout(res)), "accounting")}
+    assert accounting["infinity"]["context_exhausted"] == 8
+    assert "Nothing to be done" in finish(snakemake(finished, "-n"))
+    lines = _status(finished, {"shards": 2, "model": {"context_length": 200}})
+    rows = [dict(zip(lines[0].split(), line.split())) for line in lines[2:4]]
+    assert not lines[-1].startswith("config:") and [r["state"] for r in rows] == ["done"] * 2, lines
+
+
 def test_status_calls_a_sampling_change_stale_before_the_rerun(finished):
     raw = yaml.safe_load((finished / "config" / "demo.yaml").read_text())
     raw["sources"][1]["sampling"] = {"temperature": 0.9}  # webinstruct
-    (finished / "config" / "test.yaml").write_text(yaml.safe_dump({"shards": 2, "sources": raw["sources"]}))
-    whole = finished / "config" / "whole.yaml"
-    whole.write_text(yaml.safe_dump(load_yaml_files(*(finished / "config" / name
-                                                        for name in ("config.yaml", "demo.yaml", "test.yaml")))))
-    shown = subprocess.run([str(BIN / "shardgen"), "--config", str(whole), "status"], cwd=finished,
-                           capture_output=True, text=True, timeout=300)
-    assert shown.returncode == 0, shown.stderr[-3000:]
-    lines = shown.stdout.splitlines()
+    lines = _status(finished, {"shards": 2, "sources": raw["sources"]})
     rows = [dict(zip(lines[0].split(), line.split())) for line in lines[2:4]]
-    assert [(r["state"], r["tokens_left"]) for r in rows] == [("stale", "-")] * 2, shown.stdout
+    assert [(r["state"], r["tokens_left"]) for r in rows] == [("stale", "-")] * 2, lines
     assert all(int(r["config_changed"]) > 0 for r in rows)  # webinstruct's prompts, in both shards
-    assert "ETA 0 s" not in shown.stdout and lines[-1].startswith("config: ")
+    assert not any("ETA 0 s" in line for line in lines) and lines[-1].startswith("config: ")
     planned = finish(snakemake(finished, "-n"))
     assert all(f"rule {rule}" in planned for rule in ("prompts", "split", "generate"))  # what status announced

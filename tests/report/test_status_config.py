@@ -66,3 +66,15 @@ def test_a_config_whose_model_is_not_here_leaves_status_reading_the_results(make
     rows, tail = _status(elsewhere, capsys)
     assert [r["state"] for r in rows] == ["done", "done"]
     assert tail[-1].startswith("config: not judged against the prompt set (") and "no-model" in tail[-1]
+
+
+def test_a_changed_source_limit_is_work_before_the_rerun(make_config, write_jsonl, capsys):
+    sources = _sources(write_jsonl)  # 6 rows each
+    stage(make_config([{**sources[0], "limit": 3}, {**sources[1], "limit": 10}]), 2)
+    rows, tail = _status(make_config([{**sources[0], "limit": 3}, {**sources[1], "limit": 10}]), capsys)
+    assert [r["state"] for r in rows] == ["done"] * 2  # as built
+    rows, tail = _status(make_config([{**sources[0], "limit": 3}, {**sources[1], "limit": 20}]), capsys)
+    assert [r["state"] for r in rows] == ["done"] * 2  # b ran out at 6 rows: a larger limit reads the same
+    rows, tail = _status(make_config([{**sources[0], "limit": 5}, {**sources[1], "limit": 4}]), capsys)
+    assert [r["state"] for r in rows] == ["stale"] * 2 and "100.0%" not in tail[0]  # a reads more, b fewer
+    assert tail[1].startswith("config: source(s) a, b now read other rows (their `limit` changed);")

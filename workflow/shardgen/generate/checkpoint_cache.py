@@ -28,7 +28,7 @@ log = logging.getLogger(__name__)
 
 MANIFEST_KEY = "shardgen.status_cache.parts"
 VERSION_KEY = "shardgen.status_cache.version"
-VERSION = "1"
+VERSION = "2"  # 2: prompt_tokens (winners.sql judges a turn by the context it fits)
 _CACHED = ", ".join(c for c in LIGHT.names if c != "filename")
 
 Stat = tuple[int, int, int]  # size, mtime_ns, inode

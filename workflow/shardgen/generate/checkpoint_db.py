@@ -20,8 +20,8 @@ from shardgen.layout import Layout
 # A part's rows as the queries read them: its columns, the file it is in and its row number there.
 FULL = tables.PART.append(pa.field("filename", pa.string())).append(pa.field("file_row_number", pa.int64()))
 # What status's queries (winners.sql, shard_progress.sql, part_progress.sql) read of a part: no token lists or text.
-LIGHT_COLUMNS = ("gen_key", "base_key", "turn", "attempt", "finish_reason", "finished_at", "completion_tokens", "error",
-                 "filename", "file_row_number")
+LIGHT_COLUMNS = ("gen_key", "base_key", "turn", "attempt", "finish_reason", "finished_at", "prompt_tokens",
+                 "completion_tokens", "error", "filename", "file_row_number")
 LIGHT = pa.schema([FULL.field(name) for name in LIGHT_COLUMNS])
 
 
@@ -85,6 +85,10 @@ class Outcomes:
     """What every shard's parts say of each committed gen_key."""
     generated: set[str] = field(default_factory=set)
     ended: set[str] = field(default_factory=set)  # its conversation ended before this turn (context_exhausted)
+    # turns judged again at their conversation's context now (winners.sql): generated but no longer fitting, or
+    # ended but fitting now
+    shrunk: set[str] = field(default_factory=set)
+    grew: set[str] = field(default_factory=set)
     aborts: dict[str, int] = field(default_factory=dict)  # failed only, and how many times
 
 
@@ -97,6 +101,10 @@ def outcomes(layout: Layout) -> Outcomes:
             found.generated.add(key)
         elif outcome == "ended":
             found.ended.add(key)
+        elif outcome == "shrunk":
+            found.shrunk.add(key)
+        elif outcome == "grew":
+            found.grew.add(key)
         else:
             found.aborts[key] = aborts
     return found

@@ -5,7 +5,9 @@ conversations; rows made for other prompts are stale and counted apart."""
 import os
 from dataclasses import dataclass, field
 
-from shardgen.store import db
+import duckdb
+
+from shardgen.store import db, tables
 from shardgen.generate import checkpoint
 from shardgen.layout import SPLIT_FILE_SHARD_REGEX, Layout
 
@@ -109,3 +111,22 @@ def _read_progress(layout: Layout) -> RunProgress:
                        if name not in names and not (shard_checkpoint.folder / name).exists()]
         state.commits.sort(key=lambda c: c.at)
     return RunProgress(shards, sum(int(row["stale_rows"]) for row in parts.values()))
+
+
+def built_context_length(layout: Layout) -> int | None:
+    """The model.context_length the split's prompt set was built for (None: no split, or one written before it was
+    kept)."""
+    if not layout.split_shards():
+        return None
+    con = duckdb.connect()
+    db.create_empty(con, "_prompts_contract", tables.PROMPTS)  # a split file without the column reads it as null
+    return con.execute(f"SELECT max(context_length) FROM ({_split_prompts(layout)})").fetchall()[0][0]
+
+
+def refit(layout: Layout, context_length: int) -> dict[int, int]:
+    """Per split shard, its conversations that `context_length` ends elsewhere than the context the prompt set was
+    built for (refit.sql): what a rerun at that model.context_length changes. Committed parts are read as status
+    reads them (their light columns, through the status cache)."""
+    con, _, _ = checkpoint.open_light(layout, _split_prompts(layout))
+    return {row["shard"]: int(row["conversations"])
+            for row in db.query(con, "refit", context_length=context_length)}

@@ -24,10 +24,19 @@ class CommitError(ShardgenError, RuntimeError):
 def _todo(config: Config, layout: Layout, shard: int, retry_limit: int | None,
           encode) -> tuple[int, list[TurnRequest]]:
     """A normal run generates the prompts with no committed row; a retry (retry_limit set) only the failed ones
-    that have failed fewer than retry_limit times. A multi-turn conversation resumes at its first uncommitted
-    turn (turns.resume_points: also at a turn that ended it by context_exhausted and fits the context now), under
-    the same rule for that turn's key; after a retried turn its conversation goes on."""
+    that have failed fewer than retry_limit times. A multi-turn conversation resumes at its first turn without a
+    row that counts (turns.resume_points: also at a turn that ended it by context_exhausted and fits the context
+    now, or at a committed turn that no longer fits it, which ends it there), under the same rule for that turn's
+    key, except that a turn that does not fit is always taken (it is recorded as the end, never sent); after a
+    retried turn its conversation goes on."""
     table = pq.read_table(layout.split(shard))
+    built_for = set(table["context_length"].to_pylist()) - {None} if "context_length" in table.column_names else set()
+    if built_for - {config.model.context_length}:
+        # which committed turns count is judged at the prompt set's context (winners.sql), the turns sent at the
+        # config's: the two must agree
+        raise ShardgenError(f"{layout.split(shard)} was built for model.context_length {max(built_for)}, the config "
+                            f"says {config.model.context_length}: rebuild the prompt set first (a run of the workflow "
+                            "does: `snakemake --configfile ...`)")
     found = checkpoint.outcomes(layout)
 
     def wanted(key: str, turn: int) -> bool:
@@ -42,10 +51,15 @@ def _todo(config: Config, layout: Layout, shard: int, retry_limit: int | None,
     if any(multi):
         rows = table.filter(pa.array(multi)).to_pylist()
         done = checkpoint.committed_turns(layout, {r["conversation_id"] for r in rows})
-        todo += [r for r in resume_points(rows, done, encode, config.model.context_length) if wanted(r.gen_key, r.turn)]
-        if going_on := sum(r.gen_key in found.ended for r in todo):
+        context_length = config.model.context_length
+        todo += [r for r in resume_points(rows, done, encode, context_length)
+                 if wanted(r.gen_key, r.turn) or r.exhausted(context_length)]
+        if going_on := sum(r.gen_key in found.grew for r in todo):
             log.info("shard %d: %d conversation(s) ended by context_exhausted go on from their last committed turn: "
-                     "that turn fits model.context_length %d now", shard, going_on, config.model.context_length)
+                     "that turn fits model.context_length %d now", shard, going_on, context_length)
+        if ending := sum(r.gen_key in found.shrunk for r in todo):
+            log.info("shard %d: %d conversation(s) end at a turn that no longer fits model.context_length %d: their "
+                     "turns from there on leave the dataset (their parts keep them)", shard, ending, context_length)
     return table.num_rows, todo
 
 

@@ -1,15 +1,16 @@
 """What a finished run promises: every dataset row is what the current config asks for, that is its gen_key is the
 one the config gives its prompt now (model, tokenizer and template hashes, its source's sampling, the model's
-generation config included, and template arguments). merge checks the prompt set it builds from; report checks
-the dataset file it reports on."""
+generation config included, and template arguments), and a turn after the first fits model.context_length. merge
+checks the prompt set it builds from; report checks the dataset file it reports on."""
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pyarrow.parquet as pq
 
 from shardgen import ShardgenError
 from shardgen.config import Config
+from shardgen.generate.progress import built_context_length, refit
 from shardgen.keys import gen_key_of
 from shardgen.layout import Layout
 from shardgen.model.target import ModelInfo
@@ -22,17 +23,20 @@ class StaleError(ShardgenError, RuntimeError):
 def stale_by_source(config: Config, path: Path, model: ModelInfo) -> tuple[int, dict[str, int]]:
     """Rows in the parquet file at path, and per source the rows whose gen_key the current config does not give.
     A dataset row of turn t >= 2 has its own key (chained over the turns before it); it is current when its
-    conversation's turn-1 row is."""
-    key_of = {s.name: gen_key_of(model.fingerprint, config.gen_settings(s, model.served_sampling))
-              for s in config.sources}
+    conversation's turn-1 row is and its prompt_tokens + max_new_tokens fit model.context_length."""
+    settings = {s.name: config.gen_settings(s, model.served_sampling) for s in config.sources}
+    key_of = {name: gen_key_of(model.fingerprint, gen) for name, gen in settings.items()}
+    prompt_room = {name: config.model.context_length - gen["max_new_tokens"] for name, gen in settings.items()}
     names = pq.ParquetFile(path).schema_arrow.names
-    columns = ["prompt_id", "gen_key", "source"] + (["turn"] if "turn" in names else [])
+    columns = ["prompt_id", "gen_key", "source", "prompt_tokens"] + (["turn"] if "turn" in names else [])
     rows, stale, later, current_firsts = 0, {}, {}, set()
     for batch in pq.ParquetFile(path).iter_batches(columns=columns, batch_size=65536):
-        turns = batch.column(3).to_pylist() if len(columns) == 4 else [1] * batch.num_rows
-        for pid, key, source, turn in zip(*(batch.column(i).to_pylist() for i in range(3)), turns):
+        turns = batch.column(4).to_pylist() if len(columns) == 5 else [1] * batch.num_rows
+        for pid, key, source, prompt_tokens, turn in zip(*(batch.column(i).to_pylist() for i in range(4)), turns):
             rows += 1
-            if turn > 1:
+            if turn > 1 and source in prompt_room and prompt_tokens > prompt_room[source]:
+                stale[source] = stale.get(source, 0) + 1
+            elif turn > 1:
                 later.setdefault((source, pid), []).append(turn)
             elif source not in key_of or key_of[source](pid) != key:
                 stale[source] = stale.get(source, 0) + 1
@@ -47,13 +51,38 @@ class ConfigChanges:
     """What the current config asks for that the last prompt set does not hold, judged before `prompts` rebuilds it
     (`shardgen status`). per_shard: each split shard's prompts whose gen_key the config now gives otherwise or whose
     source it no longer configures (a model, template, template-argument or sampling change: Snakemake reruns
-    prompts, split and every generate job, which generates them again); missing_sources: the configured sources
-    the prompt set was built without."""
+    prompts, split and every generate job, which generates them again); refit: each split shard's conversations
+    that the config's model.context_length ends elsewhere than the prompt set's (generate.progress.refit);
+    missing_sources: the configured sources the prompt set was built without; reread_sources: those whose `limit`
+    now reads other rows than the prompt set was built from."""
     per_shard: dict[int, int]
     missing_sources: list[str]
+    refit: dict[int, int] = field(default_factory=dict)
+    reread_sources: list[str] = field(default_factory=list)
+    context_length: tuple[int, int] | None = None  # (the prompt set's, the config's) where they differ
 
     def stale(self, shard: int) -> bool:
-        return bool(self.per_shard.get(shard) or self.missing_sources)
+        return bool(self.per_shard.get(shard) or self.refit.get(shard) or self.missing_sources
+                    or self.reread_sources)
+
+
+def _reads_other_rows(limit: int | None, built_limit: int | None, rows_read: int) -> bool:
+    """Whether a source read with `built_limit` (None: none), which gave rows_read rows, gives others at `limit`:
+    a source that ran out before its limit gives the same rows at any limit not below them."""
+    if limit == built_limit:
+        return False
+    ran_out = built_limit is None or rows_read < built_limit
+    return not ran_out or (limit is not None and limit < rows_read)
+
+
+def _reread_sources(config: Config, sources: Path) -> list[str]:
+    """The configured sources whose limit reads other rows than the sources table says the prompt set was built from
+    (a table written before it recorded the limit: none)."""
+    if "row_limit" not in pq.read_schema(sources).names:
+        return []
+    built = {r["source"]: r for r in pq.read_table(sources, columns=["source", "rows_read", "row_limit"]).to_pylist()}
+    return sorted(s.name for s in config.sources if s.name in built
+                  and _reads_other_rows(s.limit or None, built[s.name]["row_limit"], built[s.name]["rows_read"]))
 
 
 def changed_by_config(config: Config, layout: Layout) -> ConfigChanges:
@@ -62,7 +91,12 @@ def changed_by_config(config: Config, layout: Layout) -> ConfigChanges:
                  for shard in layout.split_shards()}
     sources = layout.prompt_table("sources")
     built = set(pq.read_table(sources, columns=["source"])["source"].to_pylist()) if sources.is_file() else set()
-    return ConfigChanges(per_shard, sorted({s.name for s in config.sources} - built))
+    built_for, context = built_context_length(layout), config.model.context_length
+    changed = built_for is not None and built_for != context
+    return ConfigChanges(per_shard, sorted({s.name for s in config.sources} - built),
+                         refit(layout, context) if changed else {},
+                         _reread_sources(config, sources) if sources.is_file() else [],
+                         (built_for, context) if built_for is not None and changed else None)
 
 
 def check(config: Config, path: Path) -> int:
@@ -73,9 +107,9 @@ def check(config: Config, path: Path) -> int:
     if stale:
         per_source = ", ".join(f"{source}: {n}" for source, n in sorted(stale.items()))
         raise StaleError(f"{path} is stale: {sum(stale.values())} of {rows} rows were made for other settings than "
-                         f"the current config's (model, sampling or template; per source: {per_source}). Run "
-                         "`snakemake --forcerun prompts` to rebuild from the current config (committed rows of "
-                         "unchanged prompts are reused)")
+                         "the current config's (model, sampling, template or model.context_length; per source: "
+                         f"{per_source}). Run `snakemake --forcerun prompts` to rebuild from the current config "
+                         "(committed rows of unchanged prompts are reused)")
     return rows
 
 

@@ -90,7 +90,8 @@ class ChunkProcessor:
         result.candidates = pa.record_batch({
             "prompt_id": pids, "gen_key": [plan.gen_key(p) for p in pids], "source": [plan.name] * n,
             "source_row": rows, "messages": messages, "prompt_ids": ids, "prompt_tokens": lengths,
-            **{k: [s[k] for s in per_row] for k in ("max_new_tokens", *names())},
+            "max_new_tokens": [s["max_new_tokens"] for s in per_row], "context_length": [plan.context_length] * n,
+            **{k: [s[k] for s in per_row] for k in names()},
             "sampling_extra": [plan.extra] * n, "sampling_origin": [plan.origin] * n,
             "reference": [c.reference for c in convs], "dropped_turns": [c.dropped_turns for c in convs],
             "conversation_id": pids, "turns": [c.turns for c in convs], "references": [c.references for c in convs],

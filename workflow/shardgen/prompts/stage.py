@@ -137,7 +137,8 @@ def build_prompts(config: Config, out_dir: Path, workers: int | None = None) -> 
         writers.finish()
     write_table(pa.Table.from_pylist([
         {"source": s.name, "origin": origin, "fingerprint": fingerprint, "rows_read": t.rows_read,
-         "system_replaced": t.system_replaced} for s, (_, origin, fingerprint), t in zip(sources, opened, tallies)],
+         "system_replaced": t.system_replaced, "row_limit": s.limit or None}
+        for s, (_, origin, fingerprint), t in zip(sources, opened, tallies)],
         schema=tables.SOURCES), prompt_table(out_dir, "sources"))
     return {s.name: {"read": t.rows_read, "rejected": t.rejected, "duplicates": t.duplicates}
             for s, t in zip(sources, tallies)}

@@ -94,13 +94,24 @@ def status(layout: Layout, changes: ConfigChanges | None = None) -> list[dict]:
     return rows
 
 
+def _per_shard(counts: dict[int, int]) -> str:
+    return ", ".join(f"shard {shard}: {n}" for shard, n in counts.items())
+
+
 def config_line(changes: ConfigChanges) -> str | None:
     """The status's last line where the config asks for prompts the prompt set was not built with."""
     changed = {shard: n for shard, n in changes.per_shard.items() if n}
-    if not changed and not changes.missing_sources:
+    refit = {shard: n for shard, n in changes.refit.items() if n}
+    if not (changed or refit or changes.missing_sources or changes.reread_sources or changes.context_length):
         return None
     parts = [f"{sum(changed.values())} prompts of the prompt set now have other settings or no source ("
-             + ", ".join(f"shard {shard}: {n}" for shard, n in changed.items()) + ")"] if changed else []
+             f"{_per_shard(changed)})"] if changed else []
+    if changes.context_length:
+        built, now = changes.context_length
+        parts += [f"{sum(refit.values())} conversations end elsewhere under model.context_length {now} (the prompt "
+                  f"set was built for {built}" + (f"; {_per_shard(refit)})" if refit else ")")]
     parts += [f"the prompt set lacks source(s) {', '.join(changes.missing_sources)}"] if changes.missing_sources else []
+    parts += [f"source(s) {', '.join(changes.reread_sources)} now read other rows (their `limit` changed)"
+              ] if changes.reread_sources else []
     return (f"config: {'; '.join(parts)}; a run of the workflow rebuilds the prompt set and generates them "
             "(`snakemake -n` lists the jobs)")

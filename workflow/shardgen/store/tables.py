@@ -24,6 +24,9 @@ SAMPLING = [(f.name, pa.int32() if f.kind == "integer" else pa.float64()) for f 
 PROMPTS = pa.schema([
     ("prompt_id", pa.string()), ("gen_key", pa.string()), ("source", pa.string()), ("source_row", pa.int64()),
     ("messages", MESSAGES), ("prompt_ids", TOKENS), ("prompt_tokens", pa.int32()), ("max_new_tokens", pa.int32()),
+    # model.context_length the prompt set was built for: a turn after the first counts only while its prompt_tokens
+    # + max_new_tokens fit it (winners.sql), so a conversation ends where a fresh run at this length ends it.
+    ("context_length", pa.int32()),
     *SAMPLING, ("sampling_extra", pa.string()),
     # Field -> where its value came from (source, config.defaults, generation_config, neutral), as JSON.
     ("sampling_origin", pa.string()), ("reference", pa.string()), ("dropped_turns", pa.int32()),
@@ -40,8 +43,9 @@ REJECTED = pa.schema([("source", pa.string()), ("source_row", pa.int64()), ("rea
 DUPLICATES = pa.schema([("source", pa.string()), ("source_row", pa.int64()), ("prompt_id", pa.string()),
                         ("kept_source", pa.string()), ("id", pa.string())])
 # One row per source: where it came from and what reading it cost (the manifest's per-source facts).
+# row_limit: the source's `limit` it was read with (null: none), so status can tell a changed limit before a rerun.
 SOURCES = pa.schema([("source", pa.string()), ("origin", pa.string()), ("fingerprint", pa.string()),
-                     ("rows_read", pa.int64()), ("system_replaced", pa.int64())])
+                     ("rows_read", pa.int64()), ("system_replaced", pa.int64()), ("row_limit", pa.int64())])
 PART = pa.schema([
     ("prompt_id", pa.string()), ("gen_key", pa.string()), ("shard", pa.int32()), ("attempt", pa.int32()),
     ("completion", pa.string()), ("output_ids", TOKENS), ("finish_reason", pa.string()),
