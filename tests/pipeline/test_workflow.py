@@ -77,6 +77,21 @@ def test_sigkill_of_the_whole_run_then_the_same_command_completes(workdir):
     assert summary["generated"] == summary["prompts_accepted"]
 
 
+def test_shards_run_one_after_another_are_timed_on_the_runs_real_clock(workdir):
+    finish(snakemake(workdir, "--cores", "1"))  # one job at a time: shard 1 generates after shard 0
+    summary = json.loads((workdir / "results" / "report" / "summary.json").read_text())
+    check_identities(summary)
+    walls = [s["dataset_wall_s"] for s in summary["per_shard"]]
+    # the union of the two shards' spans: their sum, not the longer one (which doubled the headline)
+    assert summary["dataset_generation_wall_s"] == pytest.approx(sum(walls), abs=0.01), walls
+    assert summary["parts_generation_wall_s"] == pytest.approx(sum(walls), abs=0.01)
+    assert summary["dataset_shards_at_once"] == 1
+    forecast = summary["forecast"]
+    assert (forecast["gpus"], forecast["this_run_engines"]) == (2, 1)  # planned on 2, this run's time on 1
+    report = (workdir / "results" / "report" / "report.md").read_text()
+    assert "on the 1 CPU engine(s) that generated at once in it" in report
+
+
 @pytest.fixture
 def finished(finished_demo, tmp_path) -> Path:
     """A copy of the finished demo (results and Snakemake's metadata, mtimes kept) to make mistakes in."""

@@ -33,7 +33,7 @@ def test_the_shards_legend_is_below_the_bars(tmp_path):
     con = duckdb.connect()
     con.execute("CREATE VIEW parts AS SELECT 0 AS shard, 1 AS attempt, TIMESTAMPTZ '2026-01-01 00:00:00+00' AS "
                 "submitted_at, TIMESTAMPTZ '2026-01-01 00:00:10+00' AS finished_at, 'p' AS filename, "
-                "0 AS file_row_number")
+                "0 AS file_row_number, 10 AS completion_tokens")
     con.execute("CREATE VIEW turn_winners AS SELECT 'p' AS filename, 0 AS file_row_number")
     con.execute("CREATE VIEW winners AS SELECT 'k' AS gen_key, 'p' AS filename, 0 AS file_row_number")  # tail's
     fig = figures.shards(con, {})

@@ -1,7 +1,8 @@
 """The report after a rerun of one shard (a sampling change made every old row stale; shard 1 ran again a day
 later): the headline, the throughput figure, the per-shard table and the tail warning read the same rows (the
-dataset's) on the same clock (each shard's attempts' spans of them), so stale rows and the days between attempts
-count nowhere."""
+dataset's) on the same clock (the run's real timeline: the union of the shards' attempts' spans of them), so stale
+rows and the days between attempts count nowhere, and shards that ran one after another are not counted as side by
+side (issue 45, item 2)."""
 
 from datetime import datetime, timedelta, timezone
 
@@ -51,12 +52,14 @@ def rerun(tmp_path):
 
 def test_headline_figure_table_and_tail_use_the_dataset_rows_on_one_clock(rerun):
     record = summary(rerun)
-    assert record["dataset_generation_wall_s"] == SPAN_S
-    assert record["dataset_output_tokens_per_s"] == 20 * TOKENS / SPAN_S
+    # shard 1's rows were made an hour after shard 0's: two spans one after the other, the hour between not counted
+    assert (record["dataset_generation_wall_s"], record["dataset_shards_at_once"]) == (2 * SPAN_S, 1)
+    assert record["dataset_output_tokens_per_s"] == 20 * TOKENS / (2 * SPAN_S)
 
     bucket = bucket_seconds(record["dataset_generation_wall_s"])
     timeline = db.query(rerun, "timeline", bucket_s=bucket)
-    assert max(r["t"] for r in timeline) < SPAN_S  # not a day later for the shard that reran
+    assert max(r["t"] for r in timeline) <= 2 * SPAN_S  # not a day later for the shard that reran
+    assert min(r["t"] for r in timeline if r["shard"] == 1) >= SPAN_S  # after shard 0, where it ran
     tokens = sum(r["output_tokens_per_s"] * bucket for r in timeline)
     assert tokens == pytest.approx(record["dataset_completion_tokens"])
     total = {}
@@ -69,7 +72,7 @@ def test_headline_figure_table_and_tail_use_the_dataset_rows_on_one_clock(rerun)
     assert sum(s["dataset_completion_tokens"] for s in record["per_shard"]) == record["dataset_completion_tokens"]
 
     tails = db.query(rerun, "tail")
-    assert [t["after_first_shard_end_s"] for t in tails] == [0, 0] and tails[0]["run_wall_s"] == SPAN_S
+    assert [t["after_first_shard_end_s"] for t in tails] == [0, 0] and tails[0]["run_wall_s"] == 2 * SPAN_S
     assert tail_note(tails).endswith("(fine).")  # one attempt each: the reset shard's old attempt is not in it
 
 
@@ -79,3 +82,30 @@ def test_a_shard_made_in_two_attempts_is_named_in_the_tail_note():
     note = tail_note(tails)
     assert "30.0 s between the shortest and the longest shard's generation wall, 30.0% of the 100.0 s" in note
     assert note.endswith("Shard(s) 1 made their rows in several attempts, their spans summed.")
+
+
+def test_shards_run_side_by_side_in_part_count_once_where_they_overlap(tmp_path):
+    layout = Layout(tmp_path / "results")
+    keys = {0: [f"a{i}" for i in range(10)], 1: [f"b{i}" for i in range(10)], 2: [f"c{i}" for i in range(10)]}
+    layout.prompts.parent.mkdir(parents=True)
+    pq.write_table(pa.Table.from_pylist([{"prompt_id": k, "gen_key": k, "source": "s", "turns": ["q"]}
+                                         for shard in keys.values() for k in shard], schema=tables.PROMPTS),
+                   layout.prompts)
+    starts = {0: 0, 1: SPAN_S / 2, 2: 3 * SPAN_S}  # 0 and 1 overlap by half a span; 2 after a pause of 1.5 spans
+    dataset = []
+    for shard, shard_keys in keys.items():
+        made = rows(shard_keys, shard, 1, DAY0 + timedelta(seconds=starts[shard]))
+        PartWriter(layout.shard_dir(shard)).commit(made)
+        dataset += made
+    layout.dataset.parent.mkdir(parents=True)
+    pq.write_table(pa.Table.from_pylist(dataset, schema=tables.DATASET), layout.dataset)
+    con = checkpoint.connect(layout)
+    record = summary(con)
+    assert (record["dataset_generation_wall_s"], record["dataset_shards_at_once"]) == (2.5 * SPAN_S, 2)
+    assert record["dataset_output_tokens_per_s"] == 30 * TOKENS / (2.5 * SPAN_S)
+    assert record["parts_generation_wall_s"] == 2.5 * SPAN_S  # every committed row, on the same clock
+    first = {}
+    for row in db.query(con, "timeline", bucket_s=1):
+        first[row["shard"]] = min(first.get(row["shard"], row["t"]), row["t"])
+    step = SPAN_S / 10  # each shard's first row, a step after its first submission
+    assert first == {0: step, 1: SPAN_S / 2 + step, 2: 1.5 * SPAN_S + step}

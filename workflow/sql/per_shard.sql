@@ -1,7 +1,7 @@
 -- Per shard: wall time = sum over its attempts of first submit to last completion; tokens produced per second.
 -- requests .. output_tokens_per_s: every committed row of its parts (stale and duplicate rows too: what its engine
 -- did, as its done file); dataset_*: the dataset's rows it made, on the headline's clock (each attempt's span of
--- them, summed): their rows and tokens add up to the summary's, the longest dataset_wall_s is its wall.
+-- them, summed): their rows and tokens add up to the summary's; the run's wall is no shard's (clock.sql).
 -- requires: winners
 WITH attempts AS (
     SELECT shard, attempt, min(submitted_at) AS first_submit, max(finished_at) AS last_finish,

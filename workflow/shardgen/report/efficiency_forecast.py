@@ -38,9 +38,12 @@ def forecast(config, layout, record: dict) -> dict | None:
     except fc.ForecastError:
         return None
     gpus, device = fc.engines_of(config)
+    # This run's own time is forecast on the engines that generated at once in it (shards queued for a GPU or a
+    # core ran one after another), so it compares with the time it took; the planning figure on the configured ones.
+    at_once = min(record.get("dataset_shards_at_once") or gpus, gpus)
     output = rate["output_tokens_measured"]
-    whole = fc.forecast(record["generated"] or 1, output, gpus, rate["tok_per_s_per_gpu"], measured=rate["measured"],
-                        device=device)
+    whole = fc.forecast(record["generated"] or 1, output, at_once, rate["tok_per_s_per_gpu"],
+                        measured=rate["measured"], device=device)
     per = fc.forecast(PER, output, gpus, rate["tok_per_s_per_gpu"], measured=rate["measured"], device=device)
     # A CPU run measured no GPU: its rate is its CPU engines', under their own key, and the GPU key stays (null) so
     # that a reader of it never takes a CPU figure for a GPU's.
@@ -48,7 +51,7 @@ def forecast(config, layout, record: dict) -> dict | None:
     rates = {"tok_per_s_per_gpu": None, "tok_per_s_per_cpu_engine": per_engine} if device == "cpu" else \
         {"tok_per_s_per_gpu": per_engine}
     return {**rates, "output_tokens_per_prompt": round(output, 1), "gpus": gpus, "device": device,
-            "this_run_forecast_s": whole["seconds"], "this_run_generation_wall_s":
+            "this_run_engines": at_once, "this_run_forecast_s": whole["seconds"], "this_run_generation_wall_s":
             record["dataset_generation_wall_s"], f"hours_per_{PER}_prompts": per["hours"],
             "assumption": whole["assumption"]}
 
@@ -87,8 +90,9 @@ def markdown(record: dict) -> str:
     if f := record["forecast"]:
         engine, engines = fc.engine_words(f)
         lines += [f"At {fc.engine_rate(f)} output tok/s per {engine} and {f['output_tokens_per_prompt']} output "
-                  f"tokens per prompt on {engines}: this run's prompts would take {f['this_run_forecast_s']} s at "
-                  f"that rate throughout (they took {f['this_run_generation_wall_s']} s, start-up and tail included), "
+                  f"tokens per prompt: this run's prompts would take {f['this_run_forecast_s']} s at that rate "
+                  f"throughout on the {f['this_run_engines']} {engine}(s) that generated at once in it (they took "
+                  f"{f['this_run_generation_wall_s']} s, start-up and tail included); on {engines}, "
                   f"{f[f'hours_per_{PER}_prompts']} h per {PER:,} prompts.", "", f"Assumption: {f['assumption']}"]
         if f.get("device") == "cpu":
             lines += ["", "A CPU run's rate (the demo engine, gibberish at a few tokens per request) says nothing "

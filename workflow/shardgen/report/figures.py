@@ -39,7 +39,7 @@ def throughput(con, summary: dict):
         ax.axhline(headline, color="tab:red", ls="--", lw=1.5,
                    label=f"headline {headline:g} tok/s (dataset tokens / generation wall)")
     ax.set(title=f"Output tokens/s of the dataset's rows ({bucket} s buckets)", ylabel="tokens/s",
-           xlabel="generation seconds (each shard from its first submission, its attempts end to end)")
+           xlabel="generation seconds (the run's clock: shards where they ran, time when none generated left out)")
     if ax.get_lines():
         ax.legend(fontsize=7, ncol=3, loc="upper center", bbox_to_anchor=(0.5, -0.12))
     return fig
