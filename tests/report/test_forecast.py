@@ -37,11 +37,11 @@ def test_forecast_from_a_runs_own_rate(make_config, write_jsonl, capsys):
 
     config = make_config([{"name": "a", "path": write_jsonl("a.jsonl", [{"query": f"Say {i}."} for i in range(6)]),
                            "format": "query_response"}])
-    layout = stage(config, 1)
-    assert main(["--results", str(layout.root), "forecast", "--prompts", "1000", "--gpus", "2", "--json"]) == 0
+    stage(config, 1)
+    assert main(["--config", str(config.write_resolved()), "forecast", "--prompts", "1000", "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
     assert result["output_tokens_per_prompt"] > 0 and result["seconds"] > 0
-    assert "this run: 1 shard" in result["measured"]
+    assert "this run: 1 shard" in result["measured"] and (result["gpus"], result["device"]) == (2, "cpu")
 
 
 def test_a_missing_log_is_a_clear_error(tmp_path, caplog):

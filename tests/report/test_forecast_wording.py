@@ -55,3 +55,21 @@ def test_the_prefill_gpu_is_labelled_an_assumed_default_unless_named(cpu_run, ca
     assert main(["--config", path, "forecast", "--gpu", "NVIDIA H200"]) == 0
     out = capsys.readouterr().out
     assert "GPU-hours on NVIDIA H200 at" in out and "assumed default" not in out
+
+
+def test_a_cpu_runs_rate_is_never_taken_for_a_gpus(cpu_run, capsys, caplog):
+    # the Quick start's results, forecast for the production job without --log (issue 45, item 3)
+    config, layout = cpu_run
+    job = ["--prompts", "654676", "--output-tokens", "2599", "--gpus", "8"]
+    overlay = layout.root.parent / "overlay.yaml"  # a few keys: no storage plan, the time forecast alone
+    overlay.write_text(f"results_dir: {layout.root}\n")
+    assert main(["--config", str(overlay), "forecast", *job]) == 2
+    assert "was measured on a CPU engine" in caplog.text and "--log" in caplog.text
+    assert "per GPU" not in capsys.readouterr().out
+    # beside a storage plan (--pilot), the plan stands and the time forecast says why there is none
+    assert main(["--config", str(config.write_resolved()), "forecast", "--pilot", str(layout.root), *job]) == 0
+    time_forecast = capsys.readouterr().out.split("storage plan:")[0]
+    assert time_forecast.startswith("no time forecast: the rate of ") and "CPU engine" in time_forecast
+    assert "per GPU" not in time_forecast and " days)" not in time_forecast
+    assert main(["--config", str(overlay), "forecast", *job, "--tok-per-s", "700"]) == 0  # a GPU rate given
+    assert "at 700.00 output tok/s per GPU x 8" in capsys.readouterr().out

@@ -40,16 +40,20 @@ def rate_from_log(path: Path) -> dict:
 
 
 def rate_from_results(layout) -> dict:
-    """A run's own per-shard rate (completion tokens over the shard's wall time, one engine per shard)."""
+    """A run's own per-shard rate (completion tokens over the shard's wall time, one engine per shard), and the
+    device it was measured on (`cpu` where every committed row was generated on the CPU: the parts' `gpu`)."""
     from shardgen.store import db
     from shardgen.generate import checkpoint
 
-    shards = [s for s in db.query(checkpoint.connect(layout), "per_shard") if s["wall_s"]]
+    con = checkpoint.connect(layout)
+    shards = [s for s in db.query(con, "per_shard") if s["wall_s"]]
     if not shards:
         raise ForecastError("no committed parts to measure a rate from: give --tok-per-s, --req-per-s or --log")
     tokens, requests = sum(s["completion_tokens"] for s in shards), sum(s["requests"] for s in shards)
     rate = sum(s["completion_tokens"] / s["wall_s"] for s in shards) / len(shards)
+    on_cpu = con.execute("SELECT bool_and(gpu = 'cpu') FROM parts").fetchall()[0][0]
     return {"tok_per_s_per_gpu": rate, "output_tokens_measured": tokens / requests,
+            "device": "cpu" if on_cpu else "gpu",
             "measured": f"this run: {len(shards)} shard(s), mean {rate:.1f} output tok/s per shard at "
                         f"{tokens / requests:.0f} output tokens per request"}
 
@@ -100,6 +104,10 @@ def from_options(args, config, layout) -> dict:
     prompts = args.prompts or planned_prompts(layout)
     output_tokens = args.output_tokens or rate.get("output_tokens_measured")
     gpus, device = (args.gpus, "gpu") if args.gpus else engines_of(config) if config else (None, "gpu")
+    if rate.get("device") == "cpu" and device == "gpu" and not args.req_per_s:
+        raise ForecastError(f"the rate of {layout.root} was measured on a CPU engine ({rate['measured']}): it says "
+                            "nothing about a GPU. Give a GPU's rate: --log (an SGLang log of the model, e.g. a pilot "
+                            "run's), --tok-per-s or --req-per-s")
     if not (prompts and output_tokens and gpus):
         raise ForecastError("give --prompts, --output-tokens and --gpus (or --config for a built prompt set, a "
                             "run's measured output length and its GPU count)")
