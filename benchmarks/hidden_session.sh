@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Hidden states on one GPU (one lease, one kernel cache), behind benchmarks/results/*-hidden-*:
 #   setsid bash benchmarks/hidden_session.sh all > /root/res/session.log 2>&1 &   (from the repo root there)
-#   bash benchmarks/hidden_session.sh collect                                     (copies what exists to $OUT)
+#   bash benchmarks/hidden_session.sh collect                                     (packs what exists into $OUT)
+# Poll with `collect` at most every ~25 s of your own time: a machine left without a call for 30 s goes back, the
+# session running on it included (the 2026-12-07 lease lost its bf16 and on2 arms so). Then, here:
+#   python benchmarks/hidden_summary.py --prefix benchmarks/results/DATE-CARD-hidden --out ...-summary.json
 # all: the nh8b model (dummy weights, the shipped engine section plus load_format dummy and fa3) and a workload
 # shaped like the 650K-prompt job (answers several times their prompts: JOB_MIX), then, in order of value,
 #   warm: 64 short prompts with capture on (untimed: the cold start fills the kernel cache for every later arm);
@@ -68,11 +71,10 @@ PY
       > "$RES/values.out" 2> "$RES/values.err"
     for arm in bf16 on2; do step $arm; workflow $arm; done
     step end ;;
-  collect)
-    for f in "$RES"/*; do
-      case "$f" in *.log|*.err|*session*) ;; *) cp "$f" "$OUT/" ;; esac
-    done
-    for f in "$RES"/*.snakemake.log; do tail -3 "$f"; done
+  collect)  # one archive: a call brings back a limited count of files
+    (cd "$RES" && tar czf "$OUT/res.tgz" --exclude='*.snakemake.log' --exclude='*-generate.log' --exclude='*.err' \
+      --exclude='session.log' .)
+    for f in "$RES"/*.snakemake.log; do tail -1 "$f"; done
     tail -c 1500 "$RES"/values.err 2>/dev/null | grep -v "Decode batch\|Prefill batch" | tail -12
     cat "$RES/values.out" 2>/dev/null
     cat "$RES/steps.txt" ;;
