@@ -14,6 +14,7 @@
 #   values: benchmarks/hidden_values.py (the captured layer L against SGLang's return_hidden_states, and L's scale);
 #   bf16: the off run again with engine.args.mamba_ssm_dtype bfloat16 (the Mamba state's dtype on the card);
 #   on2: the capture run again, after the others (its order against off's).
+# dtype: off, bf16 and off again (off2) alone.
 # Each result is written under $RES as soon as it exists; a step that fails leaves its log and the next one runs.
 set -uo pipefail
 source benchmarks/gpu_session_common.sh
@@ -37,22 +38,21 @@ workflow() {
   rm -rf "$results/generate" "$results/dataset"
 }
 
-case "$1" in
-  all)
-    step setup
-    python3 .gpu/kit/make_model.py /root/model --only nh8b > /dev/null
-    python3 benchmarks/variable_length.py make --out $W/off --model /root/model/nh8b --engine shipped \
-      --mix "$JOB_MIX" > /dev/null
-    python3 benchmarks/variable_length.py make --out $W/warm --model /root/model/nh8b --engine shipped \
-      --mix warm:64:64 > /dev/null
-    python3 - "$W" <<'PY'
+# setup: the model, the workloads and every arm's config
+setup() {
+  python3 .gpu/kit/make_model.py /root/model --only nh8b > /dev/null
+  python3 benchmarks/variable_length.py make --out $W/off --model /root/model/nh8b --engine shipped \
+    --mix "$JOB_MIX" > /dev/null
+  python3 benchmarks/variable_length.py make --out $W/warm --model /root/model/nh8b --engine shipped \
+    --mix warm:64:64 > /dev/null
+  python3 - "$W" <<'PY'
 import copy, sys, yaml
 w = sys.argv[1]
 off = yaml.safe_load(open(f"{w}/off/config.yaml"))
 off["engine"]["cache_dir"] = f"{w}/engine-cache"  # one kernel cache for every arm
 hidden = {"hidden_states": {"enabled": True, "layers": "eagle3", "dtype": "bfloat16"}}
 arms = {"off": off, "on": {**copy.deepcopy(off), "capture": hidden},
-        "bf16": copy.deepcopy(off), "on2": {**copy.deepcopy(off), "capture": hidden}}
+        "bf16": copy.deepcopy(off), "off2": copy.deepcopy(off), "on2": {**copy.deepcopy(off), "capture": hidden}}
 arms["bf16"]["engine"]["args"]["mamba_ssm_dtype"] = "bfloat16"
 warm = yaml.safe_load(open(f"{w}/warm/config.yaml"))
 arms["warm"] = {**warm, "engine": off["engine"], "capture": hidden}
@@ -63,13 +63,24 @@ for name, config in arms.items():
         config["results_dir"] = f"{w}/{name}/results"
     yaml.safe_dump(config, open(f"{w}/{name}/config.yaml", "w"), sort_keys=False)
 PY
-    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader > "$RES/gpu.txt"
-    df -h /dev/shm >> "$RES/gpu.txt"
+  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader > "$RES/gpu.txt"
+  df -h /dev/shm >> "$RES/gpu.txt"
+}
+
+case "$1" in
+  all)
+    step setup
+    setup
     for arm in warm off on; do step $arm; workflow $arm; done
     step values
     python3 benchmarks/hidden_values.py --config $W/on/config.yaml --out "$RES/hidden_values.json" \
       > "$RES/values.out" 2> "$RES/values.err"
     for arm in bf16 on2; do step $arm; workflow $arm; done
+    step end ;;
+  dtype)  # the Mamba state's dtype alone, for a short lease: float32, bfloat16, float32 again (JOB_MIX smaller)
+    step setup
+    setup
+    for arm in off bf16 off2; do step $arm; workflow $arm; done
     step end ;;
   collect)  # one archive: a call brings back a limited count of files
     (cd "$RES" && tar czf "$OUT/res.tgz" --exclude='*.snakemake.log' --exclude='*-generate.log' --exclude='*.err' \
