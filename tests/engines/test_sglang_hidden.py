@@ -1,7 +1,7 @@
 """Hidden-state capture through the SGLang adapter (engines/sglang_hidden.py) against tests/fake_sglang, whose model
 has NemotronH's module names and call structure in SGLang 0.5.17 and deterministic layer values (fake_model.py):
 every position of prompt + output gets the right layer's vector, each turn's states are committed once with its
-part, and SpecForge's offline reader loads them from the export. No GPU: nothing here claims one ran."""
+part, and SpecForge's offline reader loads them from the export made of them. No GPU: nothing here claims one ran."""
 
 import json
 import sys
@@ -15,6 +15,7 @@ from shardgen.engines.sglang_hidden import hook_specs
 from shardgen.layout import Layout, hidden_part_path
 from shardgen.merge.dataset import merge
 from shardgen.merge.exports import ExportRules, write_manifest
+from shardgen.merge.hidden_exports import export
 from shardgen.prompts.split import split
 from shardgen.prompts.stage import build_prompts
 from shardgen.store.hidden import read_header
@@ -68,6 +69,7 @@ def test_the_adapter_returns_every_positions_states_committed_once_and_exported(
     record = merge(layout, layout.dataset, layout.dataset_dir / "train.jsonl", layout.root / "merge" / "failed.parquet",
                    rules=ExportRules(cfg.model.reasoning_tags, cfg.exports.on_length, hidden_states=True))
     write_manifest(cfg, layout, record)
+    export(cfg, layout, "specforge")
     from specforge.data.preprocessing import OfflineEagle3Dataset
     from specforge.runtime.data_plane.offline_reader import list_feature_files
 
@@ -77,8 +79,9 @@ def test_the_adapter_returns_every_positions_states_committed_once_and_exported(
     assert len(samples) == len(turns) == 5
     for turn in turns:
         ids, sample = turn["input_ids"], samples[tuple(turn["input_ids"])]
-        aux = torch.cat([expected(ids, i, num_layers, hidden) for i in layers[:3]], dim=1).to(torch.bfloat16)
-        assert torch.equal(sample["hidden_state"][0], aux)  # [2, L//2, L-3] at every position, prompt + output
+        below_last = [i for i in layers if i != LAST_BEFORE_NORM and i < num_layers]
+        aux = torch.cat([expected(ids, i, num_layers, hidden) for i in below_last], dim=1).to(torch.bfloat16)
+        assert torch.equal(sample["hidden_state"][0], aux)  # [2, L//2, L-3] once each, at every position
         assert torch.equal(sample["target"][0], expected(ids, num_layers, num_layers, hidden).to(torch.bfloat16))
 
 

@@ -1,9 +1,12 @@
 """Hidden-state capture (config `capture.hidden_states`) on the CPU engine: each generated turn's states at the
 chosen layers equal a Hugging Face forward with output_hidden_states over its prompt_ids + output_ids (float32 to
 1e-5, bfloat16 and fp8 within their rounding); committed with the turn (a shard killed between a part's states and
-the part resumes with one set per turn, none missing, none twice); nothing written when off; the layer sets."""
+the part resumes with one set per turn, none missing, none twice); nothing written when off; the layer sets, each
+id once and ascending; and before the first request, a layer past the model (a config error) or states the disk
+cannot hold (unless told to run anyway) stop generate."""
 
 import glob
+import json
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -13,7 +16,8 @@ from transformers import AutoModelForCausalLM
 
 from shardgen.capture import LAST_BEFORE_NORM, HiddenCapture, decoded, named_layers
 from shardgen.config import ConfigError
-from shardgen.generate import checkpoint
+from shardgen.generate import checkpoint, hidden_preflight
+from shardgen.generate.shard import generate_shard
 from shardgen.layout import Layout, hidden_part_path
 from shardgen.prompts.split import split
 from shardgen.prompts.stage import build_prompts
@@ -21,6 +25,7 @@ from shardgen.store import db
 from shardgen.store.hidden import read_header, read_turn
 
 from helpers import generate, stage
+from hidden_loaders import reference
 
 GREEDY = {"temperature": 0.0, "max_new_tokens": 6}
 
@@ -40,19 +45,6 @@ def winners(layout: Layout) -> list[dict]:
                        "FROM winners w JOIN parts p USING (filename, file_row_number) "
                        "LEFT JOIN prompts q ON q.gen_key = p.gen_key").fetchall()
     return [{"gen_key": k, "part": Path(f), "ids": list(own or first) + list(out)} for k, f, own, first, out in rows]
-
-
-def reference(model_path, ids: list[int], layers: list) -> torch.Tensor:
-    """An HF forward's output_hidden_states at `layers`; last_before_norm: the last decoder layer's own output (a
-    hook on that layer, not on the norm the engine hooks)."""
-    model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32).eval()
-    last_layer = []
-    hook = model.get_decoder().layers[-1].register_forward_hook(
-        lambda _, args, out: last_layer.append(out[0] if isinstance(out, tuple) else out))
-    with torch.inference_mode():
-        out = model(torch.tensor([ids]), use_cache=False, output_hidden_states=True)
-    hook.remove()
-    return torch.stack([(last_layer[0] if i == LAST_BEFORE_NORM else out.hidden_states[i])[0] for i in layers], dim=1)
 
 
 @pytest.mark.parametrize("dtype", ["bfloat16", "float8_e4m3fn"])
@@ -125,13 +117,54 @@ def test_a_shard_killed_between_states_and_part_resumes_with_one_set_per_turn(ma
     assert sorted(folder.glob("part-*.hidden.safetensors")) == [hidden_part_path(p) for p in parts]
 
 
-def test_layer_sets_and_bad_layers():
+def test_layer_sets_are_unique_and_ascending_and_a_layer_past_the_model_is_a_config_error():
     assert named_layers("eagle3", 32) == [2, 16, 29, 32, LAST_BEFORE_NORM]
+    assert named_layers("eagle3", 4) == [1, 2, 4, LAST_BEFORE_NORM]  # the rule's [2, 2, 1]: each once, ascending
     assert named_layers("dflash", 32) == [17, LAST_BEFORE_NORM]
-    assert HiddenCapture((3, 1), "bfloat16").layer_ids(4) == [3, 1]
-    with pytest.raises(ValueError, match=r"\[9\] past the model's last index 4"):
+    assert HiddenCapture((LAST_BEFORE_NORM, 3, 1), "bfloat16").layer_ids(4) == [1, 3, LAST_BEFORE_NORM]
+    with pytest.raises(ConfigError, match=r"capture.hidden_states.layers: \[9\] past the model's last index 4 \(the "
+                                          r"model has 4 decoder layers"):
         HiddenCapture((1, 9), "bfloat16").layer_ids(4)
     assert HiddenCapture("eagle3", "float8_e4m3fn").bytes_per_token(32, 4096) == 5 * 4096 + 4
+
+
+def test_a_layer_past_the_model_stops_generate_before_any_request(make_config, write_jsonl, demo_model):
+    cfg = config(make_config, write_jsonl, {"enabled": True, "layers": [1, 99]})
+    layout = Layout(cfg.results)
+    build_prompts(cfg, layout.prompts_dir)
+    split(layout.prompts, layout.split_dir, 1)
+    num_layers = AutoModelForCausalLM.from_pretrained(demo_model).config.num_hidden_layers
+    with pytest.raises(ConfigError, match=rf"capture.hidden_states.layers: \[99\] .*model has {num_layers} decoder"):
+        generate_shard(cfg, 0, layout.done(0))
+    assert not (layout.shard_dir(0) / "attempts.jsonl").exists()  # no engine started, no request sent
+
+
+def test_generate_refuses_a_shard_whose_states_do_not_fit_the_disk(make_config, write_jsonl, demo_model,
+                                                                   monkeypatch, caplog):
+    """The forecast (every remaining turn at its max_new_tokens x bytes per position) against the results folder's
+    free space: too little stops the shard before its first request, naming both figures and the key that runs it
+    anyway; with the key, it runs."""
+    cfg = config(make_config, write_jsonl, {"enabled": True})
+    layout = Layout(cfg.results)
+    build_prompts(cfg, layout.prompts_dir)
+    split(layout.prompts, layout.split_dir, 1)
+    model = json.loads((demo_model / "config.json").read_text())
+    per_token = HiddenCapture("eagle3", "bfloat16").bytes_per_token(model["num_hidden_layers"], model["hidden_size"])
+    positions = sum(pq.read_table(layout.prompts, columns=["work_tokens"])["work_tokens"].to_pylist())
+    monkeypatch.setattr(hidden_preflight, "free_bytes", lambda folder: positions * per_token - 1)
+    with pytest.raises(hidden_preflight.ShortDiskError) as refused:
+        generate_shard(cfg, 0, layout.done(0))
+    assert f"({positions * per_token:,} bytes" in str(refused.value)
+    assert f"({positions * per_token - 1:,} bytes)" in str(refused.value)
+    assert "capture.hidden_states.allow_short_disk: true" in str(refused.value)
+    assert not (layout.shard_dir(0) / "attempts.jsonl").exists()
+    monkeypatch.setattr(hidden_preflight, "free_bytes", lambda folder: positions * per_token)
+    assert generate_shard(cfg, 0, layout.done(0))["generated"] == 4  # it fits: it runs
+    short = config(make_config, write_jsonl, {"enabled": True, "allow_short_disk": True}, n=6)
+    build_prompts(short, layout.prompts_dir)
+    split(layout.prompts, layout.split_dir, 1)
+    monkeypatch.setattr(hidden_preflight, "free_bytes", lambda folder: 0)
+    assert generate_shard(short, 0, layout.done(0))["generated"] == 6  # told to run anyway
 
 
 def test_the_sglang_backend_refuses_it_naming_the_key(make_config, write_jsonl):

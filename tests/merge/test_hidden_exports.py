@@ -1,7 +1,9 @@
-"""The hidden-state exports load through the trainers' own offline code, unmodified: SpecForge 0.2.0's offline
-EAGLE-3 reader and normalizer, speculators 0.9.0's ArrowDataset (bfloat16, and fp8 through hs_connectors'
-FP8Transfer); each sample is a turns.jsonl row (same ids and loss mask) with its winning turn's states; the
-manifest lists them; with capture off neither folder is written."""
+"""The hidden-state exports, made on demand by `shardgen export-hidden` from the merged dataset's parts, load through
+the trainers' own offline code, unmodified (tests/hidden_loaders.py), with the command and flags export.json names;
+the DFlash export leaves out what SpecForge's DFlash refuses and counts it; fp8 reads as its values only through
+the backend the export names; merge writes no export, records per trainer the command or why it cannot be made;
+an export is replaced whole, an interrupted one leaves nothing, and turns captured at two settings make none until
+`shardgen reset`."""
 
 import json
 from pathlib import Path
@@ -9,120 +11,214 @@ from pathlib import Path
 import pytest
 import torch
 
-from shardgen.capture import decoded, named_layers
-from shardgen.layout import Layout, hidden_part_path
-from shardgen.merge.dataset import merge
-from shardgen.merge.exports import ExportRules, write_manifest
-from shardgen.store.hidden import read_turn
+import hidden_loaders
+from shardgen.capture import LAST_BEFORE_NORM, named_layers
+from shardgen.cli import main
+from shardgen.generate.reset import reset_shard
+from shardgen.generate.shard import generate_shard
+from shardgen.layout import Layout
+from shardgen.merge import hidden_exports
+from shardgen.merge.stage import run as merge_step
+from shardgen.prompts.split import split
+from shardgen.prompts.stage import build_prompts
 
 from helpers import stage
 
 GREEDY = {"temperature": 0.0, "max_new_tokens": 6}
-AUX, LAST, BEFORE_NORM = [0, 1, 2], 3, 4  # eagle3's layers as stored: [2, L//2, L-3], L, last_before_norm
 
 
-def run(make_config, write_jsonl, hidden: dict) -> tuple:
-    rows = [{"query": f"What is {i} plus {i + 1}?"} for i in range(3)]
-    cfg = make_config([{"name": "q", "path": write_jsonl("q.jsonl", rows), "format": "query_response",
-                        "sampling": GREEDY}], capture={"hidden_states": hidden}, shards=1)
-    layout = stage(cfg, 1)
-    record = merge(layout, layout.dataset, layout.dataset_dir / "train.jsonl", layout.root / "merge" / "failed.parquet",
-                   rules=ExportRules(cfg.model.reasoning_tags, cfg.exports.on_length, hidden_states=True))
-    write_manifest(cfg, layout, record)
-    turns = [json.loads(line) for line in layout.export("turns.jsonl").read_text().splitlines()]
-    return cfg, layout, sorted(turns, key=lambda t: t["id"])
+def config(make_config, write_jsonl, hidden: dict, n: int = 3, **overrides):
+    rows = [{"query": f"What is {i} plus {i + 1}?"} for i in range(n)]
+    return make_config([{"name": "q", "path": write_jsonl("q.jsonl", rows), "format": "query_response",
+                         "sampling": GREEDY}], capture={"hidden_states": hidden}, **{"shards": 1, **overrides})
 
 
-def stored_states(layout: Layout) -> dict[tuple, torch.Tensor]:
-    """input_ids -> the committed states, decoded to bfloat16 (what the exports carry)."""
-    from shardgen.store.hidden import read_header
-
-    found = {}
-    for part in sorted(layout.shard_dir(0).glob("part-*.parquet")):
-        import pyarrow.parquet as pq
-        keys = pq.read_table(part, columns=["gen_key"])["gen_key"].to_pylist()
-        held = read_header(hidden_part_path(part))["gen_keys"]
-        found.update({k: decoded(read_turn(hidden_part_path(part), k), torch.bfloat16) for k in keys if k in held})
-    return found
+def merged(cfg, shards: int = 1) -> Layout:
+    layout = stage(cfg, shards)
+    merge_step(cfg, layout.prompts, layout.prompt_table("sources"), layout.dataset, layout.train, layout.failed)
+    return layout
 
 
-def test_specforge_offline_eagle3_reads_the_export(make_config, write_jsonl, demo_model):
-    from specforge.algorithms.eagle3.data import normalize_offline_sample
-    from specforge.data.preprocessing import OfflineEagle3Dataset
-    from specforge.runtime.data_plane.offline_reader import OfflineManifestReader, list_feature_files
+def manifest(layout: Layout) -> dict:
+    return json.loads(layout.exports_manifest.read_text())["hidden_states"]
 
-    _, layout, turns = run(make_config, write_jsonl, {"enabled": True})
+
+def export_hidden(cfg, trainer: str, *args: str) -> int:
+    """`shardgen export-hidden` as a user runs it (in-process: its exit code)."""
+    return main(["--config", str(cfg.write_resolved()), "export-hidden", "--trainer", trainer, *args])
+
+
+def test_specforge_eagle3_reads_the_export_and_its_run_config(make_config, write_jsonl, capsys):
+    from specforge.config import load_config
+
+    cfg = config(make_config, write_jsonl, {"enabled": True})
+    layout = merged(cfg)
+    assert not layout.hidden_exports_dir.exists()  # merge writes none
+    assert manifest(layout)["exports"]["specforge"]["make"] == "shardgen export-hidden --trainer specforge"
+    assert export_hidden(cfg, "specforge") == 0
     folder = layout.hidden_export("specforge")
-    refs = OfflineManifestReader(str(folder), validate_files=True).read()  # checks the four keys are tensors
-    assert len(refs) == len(turns) == 3
-    dataset = OfflineEagle3Dataset(list_feature_files(str(folder)), max_len=2048)
-    states = list(stored_states(layout).values())
-    hidden = states[0].shape[-1]
-    for turn, sample, ref in zip(turns, dataset, refs):
-        assert sample["input_ids"][0].tolist() == turn["input_ids"]
-        assert sample["loss_mask"][0].tolist()[:-1] == turn["loss_mask"][:-1]  # SpecForge zeroes the last itself
-        assert sample["hidden_state"].shape == (1, len(turn["input_ids"]), 3 * hidden)  # aux: 3 layers
-        assert sample["target"].shape == (1, len(turn["input_ids"]), hidden)
-        assert ref.num_tokens == len(turn["input_ids"])
-        raw = torch.load(ref.feature_store_uri.removeprefix("file://"), weights_only=True)
-        assert torch.equal(normalize_offline_sample(raw, 2048)["target"], sample["target"])
-        match = [s for s in states if torch.equal(s[:, LAST], sample["target"][0])]  # L, after the final norm
-        assert len(match) == 1 and torch.equal(match[0][:, AUX].flatten(1), sample["hidden_state"][0])
+    assert hidden_loaders.specforge_eagle3(folder, layout) == 3
+    written = hidden_loaders.record(folder)
+    assert written["samples"] == 3 and written["left_out"] == {} and written["dtype"] == "bfloat16"
+    assert written["bytes"] == sum(p.stat().st_size for p in folder.rglob("*") if p.name != "export.json")
+    assert f"train: {written['train']['command']}" in capsys.readouterr().out
+    run = load_config(written["train"]["command"].split("--config ")[1])  # SpecForge's own config loader
+    assert (run.mode, run.training.strategy, Path(run.data.hidden_states_path)) == ("offline", "eagle3",
+                                                                                     folder.absolute())
+    assert run.data.max_length == cfg.model.context_length
 
 
 @pytest.mark.parametrize("dtype", ["bfloat16", "float8_e4m3fn"])
-def test_speculators_arrow_dataset_reads_the_export(make_config, write_jsonl, demo_model, dtype):
-    from hs_connectors.transfer import FileTransfer, FP8Transfer
-    from speculators.train.data import ArrowDataset
-
-    cfg, layout, turns = run(make_config, write_jsonl, {"enabled": True, "dtype": dtype})
+def test_speculators_reads_the_export_through_the_backend_it_names(make_config, write_jsonl, dtype):
+    cfg = config(make_config, write_jsonl, {"enabled": True, "dtype": dtype})
+    layout = merged(cfg)
+    assert export_hidden(cfg, "speculators") == 0
     folder = layout.hidden_export("speculators")
-    transfer = (FP8Transfer if dtype == "float8_e4m3fn" else FileTransfer)(Path(folder) / "hidden_states")
-    dataset = ArrowDataset(max_len=2048, datapath=str(folder), transfer=transfer, on_missing="raise")
-    states = list(stored_states(layout).values())
-    assert len(dataset) == len(turns) == 3
-    for i, turn in enumerate(turns):
-        sample = dataset[i]
-        assert sample["input_ids"].tolist() == turn["input_ids"] and sample["loss_mask"].tolist() == turn["loss_mask"]
-        last = sample["verifier_last_hidden_states"].to(torch.bfloat16)  # the final norm's input, as vLLM gives it
-        match = [s for s in states if torch.equal(s[:, BEFORE_NORM], last)]
-        assert len(match) == 1 and not torch.equal(match[0][:, LAST], last)
-        assert torch.equal(match[0][:, AUX].flatten(1), sample["hidden_states"].to(torch.bfloat16))
-    manifest = json.loads(layout.exports_manifest.read_text())["hidden_states"]
-    layers = named_layers("eagle3", json.loads((demo_model / "config.json").read_text())["num_hidden_layers"])
-    assert manifest["layers"] == [layers] and manifest["dtype"] == [dtype]
-    assert manifest["model_hash"] == cfg.target_model.fingerprint["model"]
-    assert manifest["exports"]["speculators"]["samples"] == 3 and manifest["exports"]["speculators"]["bytes"] > 0
+    assert hidden_loaders.speculators(folder, layout) == 3
+    flags = hidden_loaders.record(folder)["train"]["flags"]
+    assert flags.get("--hidden-states-backend") == ("fp8" if dtype == "float8_e4m3fn" else None)
+    assert manifest(layout)["exports"]["speculators"]["train"]["flags"] == flags
+    assert manifest(layout)["dtype"] == dtype
 
 
-def test_capture_off_writes_no_hidden_export(make_config, write_jsonl):
-    _, layout, turns = run(make_config, write_jsonl, {})
-    assert turns and not (layout.exports_dir / "hidden").exists()
-    assert json.loads(layout.exports_manifest.read_text())["hidden_states"] is None
+def test_fp8_reads_as_its_values_only_through_speculators_fp8_backend(make_config, write_jsonl, demo_model):
+    """speculators' default `file` backend hands its trainer the raw fp8 codes; the `fp8` backend the export names
+    (--hidden-states-backend fp8) returns the HF forward's states within e4m3 rounding."""
+    from hs_connectors.transfer import FileTransfer
+
+    cfg = config(make_config, write_jsonl, {"enabled": True, "dtype": "float8_e4m3fn"}, n=2)
+    layout = merged(cfg)
+    assert export_hidden(cfg, "speculators") == 0
+    folder = layout.hidden_export("speculators")
+    written = hidden_loaders.record(folder)
+    assert written["train"]["flags"]["--hidden-states-backend"] == "fp8"
+    assert "--hidden-states-backend fp8" in written["train"]["command"]
+    layers = written["layers"][:-2] + [LAST_BEFORE_NORM]  # the aux layers, then the final norm's input
+    read = hidden_loaders.speculators_transfer(folder)
+    for index in range(written["samples"]):
+        sample, raw = read.get_cached(index), FileTransfer(folder / "hidden_states").get_cached(index)
+        want = hidden_loaders.reference(demo_model, sample["token_ids"].tolist(), layers)
+        values, scale = sample["hidden_states"].float(), raw["hidden_states_scales"]  # amax over every layer / 448
+        # e4m3: 3 mantissa bits, subnormals below 2^-6 of the scale; then rounded to bfloat16 (8 bits)
+        fp8 = torch.maximum(want.abs() * 2 ** -4, scale * 2 ** -9)
+        assert torch.all((values - want).abs() <= (fp8 + values.abs() * 2 ** -8) * 1.001)
+        codes = raw["hidden_states"]  # what the default `file` backend hands the trainer
+        assert codes.dtype == torch.float8_e4m3fn and (codes.float() - want).abs().max() > 10 * want.abs().max()
 
 
-def test_specforge_offline_dflash_reads_the_export(make_config, write_jsonl):
-    """The dflash layer set: SpecForge's DFlash sample (its target layer, no last) through its own normalizers, and
-    speculators' export beside it; no EAGLE-3 export, whose last layer (L) is not in the set."""
-    from specforge.algorithms.common.dflash_family_data import normalize_offline_sample
-    from specforge.data.preprocessing import process_offline_dflash_sample
-    from specforge.runtime.data_plane.offline_reader import OfflineManifestReader, list_feature_files
-
-    _, layout, turns = run(make_config, write_jsonl, {"enabled": True, "layers": "dflash"})
+def test_dflash_leaves_out_what_specforge_refuses_and_counts_it(make_config, write_jsonl):
+    """A turn of one generated token has no two consecutive supervised tokens: SpecForge's DFlash stops training
+    at it (normalize_offline_sample raises), so the export leaves it out and says so; speculators' export keeps
+    it. SpecForge's EAGLE-3 cannot be made from dflash's layers (no L): the manifest says why, the command too."""
+    rows = [{"query": f"What is {i} plus {i + 1}?"} for i in range(4)]
+    cfg = make_config([{"name": "one", "path": write_jsonl("one.jsonl", rows[:2]), "format": "query_response",
+                        "sampling": {**GREEDY, "max_new_tokens": 1}},
+                       {"name": "six", "path": write_jsonl("six.jsonl", rows[2:]), "format": "query_response",
+                        "sampling": GREEDY}],
+                      capture={"hidden_states": {"enabled": True, "layers": "dflash"}}, shards=1)
+    layout = merged(cfg)
+    record = manifest(layout)
+    assert sorted(record["exports"]) == ["specforge_dflash", "speculators"]
+    assert record["skipped"] == {"specforge": "its last layer, L (after the final norm), was not captured"}
+    assert export_hidden(cfg, "specforge") == 2
+    assert export_hidden(cfg, "specforge_dflash") == 0
     folder = layout.hidden_export("specforge_dflash")
-    refs = OfflineManifestReader(str(folder), feature_keys=("input_ids", "loss_mask", "hidden_states"),
-                                 target_repr=None, validate_files=True).read()
-    files = list_feature_files(str(folder))
-    assert len(refs) == len(files) == len(turns) == 3
-    states = list(stored_states(layout).values())
-    for turn, path in zip(turns, files):
-        raw = torch.load(path, weights_only=True)
-        sample = process_offline_dflash_sample(raw, 2048)
-        assert torch.equal(normalize_offline_sample(raw, 2048)["hidden_states"], sample["hidden_states"])
-        assert sample["input_ids"][0].tolist() == turn["input_ids"]
-        assert sample["loss_mask"][0].tolist() == turn["loss_mask"]
-        assert sample["hidden_states"].shape == (1, len(turn["input_ids"]), states[0].shape[-1])  # one layer
-        assert len([s for s in states if torch.equal(s[:, 0], sample["hidden_states"][0])]) == 1
-    manifest = json.loads(layout.exports_manifest.read_text())["hidden_states"]
-    assert sorted(manifest["exports"]) == ["specforge_dflash", "speculators"]
-    assert not layout.hidden_export("specforge").exists()
+    assert hidden_loaders.specforge_dflash(folder, layout) == 2
+    written = hidden_loaders.record(folder)
+    assert written["samples"] == 2 and written["left_out"] == {hidden_exports.DFLASH_SHORT: 2}
+    assert export_hidden(cfg, "speculators") == 0
+    assert hidden_loaders.speculators(layout.hidden_export("speculators"), layout) == 4
+
+
+def test_speculators_dflash_is_told_its_one_target_layer(make_config, write_jsonl, demo_model):
+    """speculators defaults to three target layers ([2, L//2, L-3]); under `layers: dflash` the export holds one,
+    which the command gives it (--target-layer-ids L//2+1, with --speculator-type dflash)."""
+    from speculators.models.utils import resolve_target_layer_ids
+
+    num_layers = json.loads((demo_model / "config.json").read_text())["num_hidden_layers"]
+    cfg = config(make_config, write_jsonl, {"enabled": True, "layers": "dflash"}, n=1)
+    layout = merged(cfg)
+    flags = manifest(layout)["exports"]["speculators"]["train"]["flags"]
+    assert flags["--speculator-type"] == "dflash" and flags["--target-layer-ids"] == str(num_layers // 2 + 1)
+    with pytest.raises(ValueError, match="pass --target-layer-ids explicitly"):  # its default on the demo: [2, 2, 1]
+        resolve_target_layer_ids(None, str(demo_model))
+    nh8b = Path(__file__).resolve().parents[1] / "data" / "models" / "nh8b"
+    with pytest.warns(UserWarning, match="--target-layer-ids is not explicitly set"):
+        assert resolve_target_layer_ids(None, str(nh8b)) == [2, 26, 49]  # three, where dflash's export holds one
+    assert hidden_exports.train("speculators", {"layers": [27, LAST_BEFORE_NORM], "num_layers": 52,
+                                                "layer_set": "dflash", "dtype": "bfloat16"},
+                                nh8b, str(nh8b), 8192)["flags"]["--target-layer-ids"] == "27"
+
+
+def test_layer_sets_are_unique_and_ascending_in_the_files(make_config, write_jsonl, demo_model):
+    """The demo's 4 layers: eagle3's rule gives [2, 2, 1]; the files hold [1, 2] once each, then L and the final
+    norm's input; speculators' own check accepts the ids the export names."""
+    num_layers = json.loads((demo_model / "config.json").read_text())["num_hidden_layers"]
+    assert named_layers("eagle3", num_layers) == [1, 2, num_layers, LAST_BEFORE_NORM]
+    cfg = config(make_config, write_jsonl, {"enabled": True, "layers": [LAST_BEFORE_NORM, 3, 0]}, n=1)
+    layout = merged(cfg)
+    assert manifest(layout)["layers"] == [0, 3, LAST_BEFORE_NORM]
+    assert export_hidden(cfg, "speculators") == 0
+    assert hidden_loaders.speculators(layout.hidden_export("speculators"), layout) == 1
+
+
+def test_a_rerun_replaces_the_export_whole_and_an_interrupted_one_leaves_nothing(make_config, write_jsonl,
+                                                                                  monkeypatch, tmp_path):
+    cfg = config(make_config, write_jsonl, {"enabled": True})
+    layout = merged(cfg)
+    out = tmp_path / "features"
+    assert export_hidden(cfg, "specforge", "--out", str(out)) == 0
+    (out / "stale.ckpt").write_bytes(b"")
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+
+    def interrupted(self, index, row, stored):
+        if index == 1:
+            raise KeyboardInterrupt
+        return add(self, index, row, stored)
+
+    add = hidden_exports.SpecForgeEagle3.add
+    monkeypatch.setattr(hidden_exports.SpecForgeEagle3, "add", interrupted)
+    assert export_hidden(cfg, "specforge", "--out", str(out)) == 130
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before  # the old export, whole
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["features", "q.jsonl", "results"]  # no .tmp, no spill
+    monkeypatch.setattr(hidden_exports.SpecForgeEagle3, "add", add)
+    assert export_hidden(cfg, "specforge", "--out", str(out)) == 0
+    assert not (out / "stale.ckpt").exists() and hidden_loaders.specforge_eagle3(out, layout) == 3
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("not an export")
+    assert export_hidden(cfg, "specforge", "--out", str(mine)) == 2  # never replaces another folder
+    assert (mine / "notes.txt").read_text() == "not an export"
+
+
+def test_turns_captured_at_two_settings_make_no_export_until_reset(make_config, write_jsonl, caplog):
+    """Shard 0 captured at eagle3's layers, shard 1 after a change to dflash's: merge records that no export can
+    be made and why, export-hidden refuses naming `shardgen reset`; once shard 0 is reset and generated again at
+    the new layers, every turn is captured once at them and the export is made."""
+    eagle3 = config(make_config, write_jsonl, {"enabled": True}, n=4, shards=2)
+    layout = Layout(eagle3.results)
+    build_prompts(eagle3, layout.prompts_dir)
+    split(layout.prompts, layout.split_dir, 2)
+    generate_shard(eagle3, 0, layout.done(0))
+    dflash = config(make_config, write_jsonl, {"enabled": True, "layers": "dflash"}, n=4, shards=2)
+    generate_shard(dflash, 1, layout.done(1))
+    merge_step(dflash, layout.prompts, layout.prompt_table("sources"), layout.dataset, layout.train, layout.failed)
+    record = manifest(layout)
+    assert record["exports"] == {} and set(record["skipped"]) == set(hidden_exports.TRAINERS)
+    assert all("shardgen reset" in why for why in record["skipped"].values())
+    assert export_hidden(dflash, "speculators") == 2
+    assert "captured at different settings" in caplog.text and "shardgen reset" in caplog.text
+
+    reset_shard(layout, 0)
+    generate_shard(dflash, 0, layout.done(0))
+    merge_step(dflash, layout.prompts, layout.prompt_table("sources"), layout.dataset, layout.train, layout.failed)
+    assert manifest(layout)["turns_captured"] == 4 and export_hidden(dflash, "speculators") == 0
+    assert hidden_loaders.speculators(layout.hidden_export("speculators"), layout) == 4
+
+
+def test_merge_removes_an_old_export_and_capture_off_records_none(make_config, write_jsonl):
+    cfg = config(make_config, write_jsonl, {})
+    layout = Layout(cfg.results)
+    layout.hidden_export("specforge").mkdir(parents=True)  # an earlier run's: the dataset it was made of is gone
+    layout = merged(cfg)
+    assert not layout.hidden_exports_dir.exists() and manifest(layout) is None

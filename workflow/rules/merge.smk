@@ -1,6 +1,5 @@
 # Stage 4 and 5: the final dataset and the exports for trainers, then the DuckDB report.
 # On a cluster, merge is a cluster job (it streams the whole dataset); report is local (small queries).
-from shardgen.capture import HiddenCapture
 from shardgen.merge.exports import EXPORTS
 
 
@@ -16,10 +15,9 @@ rule merge:
         failed=LAYOUT.failed,
         # the exports for trainers (shardgen/merge/exports.py), written by merge where Layout puts them
         exports=[LAYOUT.export(name) for name in EXPORTS],
+        # with the hidden states the parts hold and the command that makes each trainer's export on demand
+        # (shardgen/merge/hidden_exports.py): no export is a workflow output, the parts' states files are the copy
         exports_manifest=LAYOUT.exports_manifest,
-        # the hidden-state exports (shardgen/merge/hidden_exports.py), only when capture.hidden_states is on: one
-        # folder per trainer in it, each replaced whole by merge
-        **({"hidden_exports": directory(LAYOUT.hidden_exports_dir)} if HiddenCapture.of(CONFIG) else {}),
     log:
         LAYOUT.log("merge"),
     benchmark:

@@ -12,6 +12,8 @@ output is already truncated), the one difference, and only where that field is s
 import math
 from dataclasses import dataclass
 
+from shardgen import ConfigError
+
 MAX_TOP_K = 64  # the schema's maximum for capture.top_k (workflow/schemas/config.schema.yaml says it too)
 
 
@@ -111,15 +113,23 @@ FP8_MAX = 448.0  # torch.finfo(torch.float8_e4m3fn).max
 LAST_BEFORE_NORM = "last_before_norm"
 
 
+def ordered(ids) -> list:
+    """Layer ids as a states file keeps them: each once, ascending, LAST_BEFORE_NORM last; the order SGLang and vLLM
+    capture in, so a trainer told the ids in order reads the layers it was told."""
+    indices = sorted({i for i in ids if i != LAST_BEFORE_NORM})
+    return indices + [LAST_BEFORE_NORM] * (LAST_BEFORE_NORM in ids)
+
+
 def named_layers(name: str, num_layers: int) -> list:
-    """A named layer set for a model of `num_layers` decoder layers. eagle3: SGLang 0.5.17's
+    """A named layer set for a model of `num_layers` decoder layers, ordered. eagle3: SGLang 0.5.17's
     `set_eagle3_layers_to_capture` default (models/llama.py: [2, L//2, L-3]) and speculators 0.9.0's
     `resolve_target_layer_ids`, then L (SpecForge's last) and LAST_BEFORE_NORM (speculators'); dflash: SpecForge
     0.2.0's auto-generated DFlash draft (`build_target_layer_ids(L, 1)` = [L//2], a layer output, which is index
-    L//2 + 1) and LAST_BEFORE_NORM (speculators' DFlash splits it off as its last; SpecForge's DFlash takes none)."""
+    L//2 + 1) and LAST_BEFORE_NORM (speculators' DFlash splits it off as its last; SpecForge's DFlash takes none).
+    A model of 6 layers or fewer repeats ids in the eagle3 rule (4 layers: [2, 2, 1]): each is kept once."""
     if name == "eagle3":
-        return [2, num_layers // 2, num_layers - 3, num_layers, LAST_BEFORE_NORM]
-    return [num_layers // 2 + 1, LAST_BEFORE_NORM]
+        return ordered([2, num_layers // 2, num_layers - 3, num_layers, LAST_BEFORE_NORM])
+    return ordered([num_layers // 2 + 1, LAST_BEFORE_NORM])
 
 
 @dataclass(frozen=True)
@@ -151,12 +161,13 @@ class HiddenCapture:
                 "layer_set": self.layers if isinstance(self.layers, str) else "explicit"}
 
     def layer_ids(self, num_layers: int) -> list:
-        """The output_hidden_states indices (and LAST_BEFORE_NORM) for a model of `num_layers` decoder layers; an id
-        past L is refused."""
-        ids = named_layers(self.layers, num_layers) if isinstance(self.layers, str) else list(self.layers)
+        """The output_hidden_states indices (and LAST_BEFORE_NORM) for a model of `num_layers` decoder layers,
+        ordered (an explicit list too); an id past L is a config error."""
+        ids = named_layers(self.layers, num_layers) if isinstance(self.layers, str) else ordered(self.layers)
         if too_high := [i for i in ids if i != LAST_BEFORE_NORM and i > num_layers]:
-            raise ValueError(f"capture.hidden_states.layers: {too_high} past the model's last index {num_layers} "
-                             f"({num_layers} decoder layers; 0 is the embeddings)")
+            raise ConfigError(f"capture.hidden_states.layers: {too_high} past the model's last index {num_layers} "
+                              f"(the model has {num_layers} decoder layers; 0 is the embeddings, {num_layers} the "
+                              "last after the final norm)")
         return ids
 
     def bytes_per_token(self, num_layers: int, hidden_size: int) -> int:

@@ -12,9 +12,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from shardgen import ShardgenError
-from shardgen.commands import (Interrupted, cmd_audit, cmd_demo_model, cmd_diagnose, cmd_forecast, cmd_generate,
-                               cmd_merge, cmd_prompts, cmd_query, cmd_reset, cmd_retry, cmd_report, cmd_split,
-                               cmd_status, cmd_tune)
+from shardgen.commands import (Interrupted, cmd_audit, cmd_demo_model, cmd_diagnose, cmd_export_hidden, cmd_forecast,
+                               cmd_generate, cmd_merge, cmd_prompts, cmd_query, cmd_reset, cmd_retry, cmd_report,
+                               cmd_split, cmd_status, cmd_tune)
+from shardgen.merge.hidden_exports import TRAINERS
 
 
 def _int_list(text: str) -> list[int]:
@@ -56,6 +57,11 @@ COMMANDS = {
         opt("--dataset", required=True), opt("--train", required=True), opt("--failed", required=True),
         opt("--prompts", help="the prompt set merged (default: the config's results')"),
         opt("--sources", help="the prompt set's sources table (default: the config's results')"))),
+    "export-hidden": Command(cmd_export_hidden, "one trainer's hidden-state export, made from the merged dataset's "
+                                                "parts (docs/trainers.md)", (
+        opt("--trainer", required=True, choices=TRAINERS,
+            help="specforge (EAGLE-3), specforge_dflash (DFlash) or speculators (EAGLE-3 and DFlash)"),
+        opt("--out", help="the export's folder, replaced whole (default: <results_dir>/exports/hidden/<trainer>)"))),
     "report": Command(cmd_report, "the summary, manifest, markdown report and figures", (
         opt("--out", required=True), opt("--outputs", nargs="+", required=True),
         opt("--done", nargs="+", required=True))),

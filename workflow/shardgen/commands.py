@@ -106,6 +106,22 @@ def cmd_merge(args):
     print(json.dumps(run(config, prompts, sources, Path(args.dataset), Path(args.train), Path(args.failed))))
 
 
+def cmd_export_hidden(args):
+    from shardgen.merge.hidden_exports import export
+
+    config = _config(args)
+    out = Path(args.out) if args.out else None
+    try:
+        record = export(config, Layout(config.results), args.trainer, out)
+    except KeyboardInterrupt:
+        raise Interrupted(f"export-hidden {args.trainer} interrupted: nothing written under {out or 'its folder'}, "
+                          "the same command starts it over") from None
+    left_out = "; ".join(f"{n} {why}" for why, n in record["left_out"].items()) or "nothing"
+    print(f"{record['trainer']}: {record['samples']} samples, {record['bytes']:,} bytes in {record['folder']} "
+          f"(layers {record['layers']}, {record['dtype']}); left out: {left_out}\n"
+          f"what it holds: {Path(record['folder']) / 'export.json'}\ntrain: {record['train']['command']}")
+
+
 def cmd_report(args):
     from shardgen.report.summary import report
 

@@ -52,6 +52,7 @@ class HiddenStatesConfig(Section):
     enabled: bool  # every captured turn's hidden states at `layers` (shardgen/capture.py: HiddenCapture)
     layers: str | list[int | str]  # eagle3 | dflash | output_hidden_states indices and last_before_norm
     dtype: str  # bfloat16 | float8_e4m3fn
+    allow_short_disk: bool  # start a shard whose forecast states exceed the free space (generate/hidden_preflight.py)
 
 
 @dataclass(frozen=True)

@@ -38,6 +38,13 @@ class ModelShape:
         pattern = self.get("hybrid_override_pattern")
         return pattern or "*" * self.get("num_hidden_layers")
 
+    def decoder_size(self) -> tuple[int | None, int | None]:
+        """The decoder layers and hidden size (a multimodal config's text part), None where config.json has none:
+        what a hidden state's layer ids and bytes are counted in."""
+        text = self.cfg.get("text_config") or {}
+        return (self.get("num_hidden_layers", default=text.get("num_hidden_layers")),
+                self.get("hidden_size", default=text.get("hidden_size")))
+
     @property
     def is_hybrid(self) -> bool:
         """A Nemotron-H layer pattern with Mamba layers: a model whose requests each hold a Mamba state."""

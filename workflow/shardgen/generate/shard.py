@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 
 from shardgen import ShardgenError
 from shardgen.config import Config
-from shardgen.generate import attempts, checkpoint, gpu_lease
+from shardgen.generate import attempts, checkpoint, gpu_lease, hidden_preflight
 from shardgen.generate.turns import TurnRequest, resume_points
 from shardgen.layout import Layout, shard_id
 
@@ -114,5 +114,6 @@ def generate_shard(config: Config, shard: int, done_path: Path, retry_limit: int
         total, todo = _todo(config, layout, shard, retry_limit, model.encode)
         log.info("shard %d: %d prompts, %d to %s", shard, total, len(todo),
                  "generate" if retry_limit is None else "retry")
+        hidden_preflight.check(config, layout, shard, todo)  # before the engine and any request
         engine_args = _run(config, shard_checkpoint, todo, gpu, model) if todo else None
         return shard_checkpoint.finish(engine_args, gpu)

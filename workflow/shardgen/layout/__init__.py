@@ -79,6 +79,11 @@ class Layout:
         return str(self.generate_dir / "shard-*" / "part-*.parquet")
 
     @property
+    def hidden_parts_glob(self) -> str:
+        """Every shard's committed hidden-state files (config capture.hidden_states), one beside each part."""
+        return str(self.generate_dir / "shard-*" / "part-*.hidden.safetensors")
+
+    @property
     def telemetry_glob(self) -> str:
         return str(self.generate_dir / "shard-*" / "telemetry-*.parquet")
 

@@ -11,7 +11,7 @@ from shardgen.store.atomic import committed
 from shardgen.generate import checkpoint
 from shardgen.merge import reasoning, uncaptured
 from shardgen.merge.exports import ExportRules, sharegpt_counts, write_exports
-from shardgen.merge.hidden_exports import no_hidden_exports, write_hidden_exports
+from shardgen.merge import hidden_exports
 from shardgen.layout import Layout
 
 ROWS_PER_THREADS = 1_000_000
@@ -66,8 +66,10 @@ def _merge(layout: Layout, dataset: Path, train: Path, failed: Path, memory_limi
     _copy_dataset(con, dataset)
     con.execute(f"CREATE OR REPLACE VIEW dataset AS SELECT * FROM read_parquet({db.quote(dataset)})")
     text_exports = write_exports(con, layout, rules)
-    # after write_exports: its turns view and winners
-    hidden_exports = write_hidden_exports(con, layout) if rules.hidden_states else no_hidden_exports(layout)
+    # an export of the dataset as it was is gone; what the parts hold is recorded (after write_exports: its turns
+    # view and winners), each trainer's export made on demand from it (shardgen export-hidden)
+    hidden_exports.remove_exports(layout)
+    hidden_states = hidden_exports.record(con, layout) if rules.hidden_states else None
     _copy(con, db.prepared(con, "export_train"), train, "json")  # over write_exports' text_turns
     _copy(con, db.prepared(con, "failed"), failed, "parquet")
     unbalanced = [r for r in db.query(con, "accounting") if not (r["read_balances"] and r["accepted_balances"]
@@ -78,4 +80,4 @@ def _merge(layout: Layout, dataset: Path, train: Path, failed: Path, memory_limi
     if rows != (turns := con.execute("SELECT coalesce(sum(generated_turns), 0) FROM outcomes").fetchall()[0][0]):
         raise AccountingError(f"the dataset has {rows} rows but {turns} turns were generated")
     return {"rows": rows, "text_exports": text_exports, "sharegpt": sharegpt_counts(con),
-            "capture_turns": uncaptured.per_source(con), "hidden_exports": hidden_exports}
+            "capture_turns": uncaptured.per_source(con), "hidden_states": hidden_states}

@@ -21,7 +21,7 @@ from shardgen.store import db, tables
 from shardgen.capture import MAX_TOP_K, Capture, HiddenCapture
 from shardgen.store.atomic import committed, write_text
 from shardgen.layout import Layout
-from shardgen.merge import reasoning, uncaptured
+from shardgen.merge import hidden_exports, reasoning, uncaptured
 
 # file name -> (query, format)
 EXPORTS = {
@@ -56,7 +56,7 @@ SIDECAR_BATCH = 4096  # rows per record batch streamed from DuckDB into the side
 @dataclass(frozen=True)
 class ExportRules:
     """The settings the exports depend on: model.reasoning_tags, exports.on_length, the template's end-of-turn id
-    (None: every stop counts as one) and whether hidden states are captured (their exports are built)."""
+    (None: every stop counts as one) and whether hidden states are captured (merge records what the parts hold)."""
     reasoning_tags: list[str] | None
     on_length: str
     end_of_turn_id: int | None = None
@@ -154,22 +154,26 @@ def capture_manifest(config, layout: Layout, turns: dict[str, dict]) -> dict:
     }
 
 
-def hidden_manifest(config, layout: Layout, written: dict) -> dict | None:
-    """The hidden-state exports (merge/hidden_exports.py): the settings, the layers and dtype as committed, the
-    model they were computed with, and per trainer its folder, samples and bytes; None when capture is off."""
+def hidden_manifest(config, layout: Layout, merged: dict | None) -> dict | None:
+    """The hidden states (merge/hidden_exports.py): the settings, the layers and dtype as committed, the model they
+    were computed with, the dataset's turns that have them and the parts' bytes, and per trainer the commands that
+    make and train on its export, or why it cannot be made; None when capture is off."""
     hidden = HiddenCapture.of(config)
-    if hidden is None:
+    if hidden is None or merged is None:
         return None
-    return {"layer_set": hidden.layers, "layers": written.get("layers"), "dtype": written.get("dtype"),
+    header = merged["header"] or {}
+    return {"layer_set": hidden.layers, "layers": header.get("layers"), "num_layers": header.get("num_layers"),
+            "dtype": header.get("dtype"),
             "scale": "float8_e4m3fn: one float32 per position, amax over its layers / 448; the value is fp8 * scale"
                      if hidden.dtype == "float8_e4m3fn" else None,
             "sources": "all" if hidden.sources is None else sorted(hidden.sources),
             "model_hash": config.target_model.fingerprint["model"],
             "layer_ids_are": "output_hidden_states indices: 0 the embeddings, i the input of decoder layer i, L the "
                              "last after the final norm; last_before_norm: the final norm's input",
-            "skipped": written.get("skipped", {}),
-            "exports": {name: {"folder": str(layout.hidden_export(name)), **figures}
-                        for name, figures in written.get("exports", {}).items()}}
+            **{key: merged[key] for key in ("turns", "turns_captured", "turns_without_states", "parts")},
+            "stored_in": "the parts' states files (one beside each part, committed with it), the one copy; a "
+                         "trainer's export is written on demand by its `make` command (docs/trainers.md)",
+            **hidden_exports.exportable(config, layout, merged)}
 
 
 def manifest(config, layout: Layout, merged: dict) -> dict:
@@ -188,7 +192,7 @@ def manifest(config, layout: Layout, merged: dict) -> dict:
         "text_exports": merged["text_exports"],
         "sharegpt": merged["sharegpt"],
         "capture": capture_manifest(config, layout, merged["capture_turns"]),
-        "hidden_states": hidden_manifest(config, layout, merged.get("hidden_exports", {})),
+        "hidden_states": hidden_manifest(config, layout, merged.get("hidden_states")),
         "note": "messages.jsonl carries each conversation's system turn exactly as regeneration rendered it; none "
                 "means none was rendered (SpecForge then injects its template's default system prompt)",
     }

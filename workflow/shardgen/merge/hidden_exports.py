@@ -1,58 +1,111 @@
-"""The hidden-state exports (config capture.hidden_states), each a folder a trainer's own offline code reads
-unmodified: one sample per turns.jsonl row whose turn was captured (its input_ids and loss_mask, the states at
-every position), read from the turn's winning part (store/hidden.py), so merge picks the winner's states.
+"""The hidden-state exports (config capture.hidden_states), built on demand by `shardgen export-hidden`, one trainer
+at a time, each a folder the trainer's own offline code reads unmodified: one sample per turns.jsonl row of the
+merged dataset whose winning part holds its states (store/hidden.py), read one turn at a time from those parts.
 
-The layers' roles (capture.py): the auxiliary layers are the output_hidden_states indices below L, in the order
-captured; the last is L (after the final norm) for SpecForge and LAST_BEFORE_NORM (the final norm's input) for
+Why on demand, and not written by merge: the committed parts' states files are the one copy, where exactly-once is
+kept (a killed shard, a reset, a rerun: the part writer's rules), and the trainers' formats cannot share their bytes:
+SpecForge's torch.save .ckpt holds layer L after the final norm and the auxiliary layers flattened, speculators'
+safetensors the layer before that norm, stacked [seq, layers, H], fp8 kept as fp8. Three full copies beside the parts
+took 2.6x the disk of the states; an export written where and when the trainer runs costs its bytes only there.
+merge records per trainer whether its export can be made from the captured layers, or why not, and the command.
+
+The layers' roles (capture.py): the auxiliary layers are the output_hidden_states indices below L, ascending; the
+last is L (after the final norm) for SpecForge's EAGLE-3 and LAST_BEFORE_NORM (the final norm's input) for
 speculators, each what that trainer's own data generation stores.
 
-- `exports/hidden/specforge/data_NNNNNNNN.ckpt`: SpecForge 0.2.0's offline EAGLE-3 feature file (what
+- `specforge`: SpecForge 0.2.0's offline EAGLE-3 feature files `data_NNNNNNNN.ckpt` (what
   scripts/prepare_hidden_states.py writes; read by runtime/data_plane/offline_reader.py and
   algorithms/eagle3/data.py::normalize_offline_sample): torch.save of `input_ids`, `loss_mask` ([seq] int64),
-  `hidden_state` ([1, seq, H]: index L, what SGLang's logits processor is given and SpecForge's TargetHead projects
-  without a norm) and `aux_hidden_state` ([1, seq, k*H]), bfloat16.
-- `exports/hidden/specforge_dflash/data_NNNNNNNN.ckpt`: SpecForge 0.2.0's offline DFlash feature file
-  (data/preprocessing.py::process_offline_dflash_sample): `input_ids`, `loss_mask`, `hidden_states` ([seq, k*H]:
-  the auxiliary layers, the draft's target layers; no last), bfloat16.
-- `exports/hidden/speculators/`: speculators 0.9.0's offline layout (train/data.py::ArrowDataset): a `datasets`
-  folder of `input_ids`, `loss_mask`, `seq_len`, and `hidden_states/hs_{i}.safetensors` with `token_ids` and
-  `hidden_states` ([seq, k+1, H]: the auxiliary layers, then LAST_BEFORE_NORM, which its trainer normalizes with
-  its own verifier_norm), bfloat16; under fp8, float8_e4m3fn with `hidden_states_scales` ([seq, 1, 1],
-  hs_connectors' FP8Transfer layout, read with that transfer).
+  `hidden_state` ([1, seq, H]: index L) and `aux_hidden_state` ([1, seq, k*H]), bfloat16.
+- `specforge_dflash`: SpecForge 0.2.0's offline DFlash feature files
+  (algorithms/common/dflash_family_data.py::normalize_offline_sample): `input_ids`, `loss_mask`, `hidden_states`
+  ([seq, k*H]: the auxiliary layers; no last), bfloat16. A sample without two consecutive supervised tokens is left
+  out: SpecForge's DFlash refuses it (data/loss_mask.py::has_consecutive_supervised_tokens) and stops training.
+- `speculators`: speculators 0.9.0's offline layout (train/data.py::ArrowDataset): a `datasets` folder of
+  `input_ids`, `loss_mask`, `seq_len`, and `hidden_states/hs_{i}.safetensors` with `token_ids` and `hidden_states`
+  ([seq, k+1, H]: the auxiliary layers, then LAST_BEFORE_NORM, which its trainer normalizes with its own
+  verifier_norm), bfloat16; under fp8, float8_e4m3fn with `hidden_states_scales` ([seq, 1, 1]), which only
+  speculators' `fp8` backend (hs_connectors.transfer.FP8Transfer) dequantizes: its default `file` backend hands the
+  raw fp8 codes to the trainer.
 
-Which are written: eagle3's layer set SpecForge's EAGLE-3 and speculators', dflash's SpecForge's DFlash and
-speculators', an explicit list every one; one whose layers were not captured is skipped, the manifest says why."""
+Each export is written to DIR.tmp and renamed onto DIR (a rerun replaces it whole; an interrupted one leaves nothing
+under DIR), with DIR/export.json saying what it holds, what it left out and why, and the command that trains on it."""
 
+import glob
+import json
+import shlex
 import shutil
+from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from shardgen import ShardgenError
 from shardgen.capture import LAST_BEFORE_NORM, decoded
 from shardgen.layout import Layout, hidden_part_path
-from shardgen.store import db
+from shardgen.store.atomic import write_text
 from shardgen.store.hidden import read_header, read_turn
 
-TRAINERS = {"eagle3": ("specforge", "speculators"), "dflash": ("specforge_dflash", "speculators"),
-            "explicit": ("specforge", "specforge_dflash", "speculators")}
+# store.db (duckdb) is imported where it is used: the CLI imports this module for TRAINERS, and duckdb would slow
+# every command's start
+TRAINERS = ("specforge", "specforge_dflash", "speculators")
+RECORD = "export.json"  # in every export folder: what it holds and how to train on it
+SPECFORGE_CONFIG = "specforge.yaml"  # in a SpecForge export: the run config its `specforge train` reads
+ROWS_PER_BATCH = 256  # turns fetched from DuckDB at a time: memory holds one batch of ids, never the dataset
+MEMORY_LIMIT = "1GB"  # DuckDB's, as merge's: the ordered rows spill to disk beyond it
+NO_STATES = ("no hidden states committed for the turn (generated while capture was off for its source, or before "
+             "it was turned on)")
+DFLASH_SHORT = ("fewer than two consecutive supervised tokens (loss_mask 1): SpecForge's DFlash refuses such a sample "
+                "(offline DFlash-family samples require two consecutive supervised tokens), as its own prepare step "
+                "filters them out")
 
 
-def captured_rows(con) -> tuple[list[dict], list[dict]]:
-    """export_hidden's rows whose winning part holds their states, each with its `states` file; and the headers of
-    those files."""
-    rows, held = [], {}
-    for row in con.execute(db.prepared(con, "export_hidden")).fetch_df().to_dict("records"):
-        path = hidden_part_path(Path(row["filename"]))
+class ExportError(ShardgenError, RuntimeError):
+    pass
+
+
+@dataclass
+class Captured:
+    """What the merged dataset's turns have of hidden states: its turns, each captured turn's states file, and the
+    headers of those files."""
+    turns: int = 0
+    states: dict[str, Path] = field(default_factory=dict)
+    headers: list[dict] = field(default_factory=list)
+
+    def header(self) -> dict | None:
+        """The one setting every captured turn was stored at (None: none captured); turns captured at different
+        layers or dtypes cannot make one export."""
+        kinds = {json.dumps({k: h[k] for k in ("layers", "num_layers", "layer_set", "dtype")}) for h in self.headers}
+        if len(kinds) > 1:
+            raise ExportError(f"hidden states were captured at different settings {sorted(kinds)}: reset the shards "
+                              "captured under the old setting (shardgen reset SHARD) and generate them again, then "
+                              "merge")
+        return self.headers[0] if self.headers else None
+
+
+def captured(con) -> Captured:
+    """The dataset's turns (export_hidden's rows, con: after merge or checkpoint.connect) and, per captured turn, the
+    states file of its winning part; each file's header read once, no tensor read."""
+    from shardgen.store import db
+
+    found, held = Captured(), {}
+    for gen_key, filename in con.execute(f"SELECT gen_key, filename FROM ({db.prepared(con, 'export_hidden')})"
+                                         ).fetchall():
+        found.turns += 1
+        path = hidden_part_path(Path(filename))
         if path not in held:
             held[path] = read_header(path) if path.exists() else {"gen_keys": set()}
-        if row["gen_key"] in held[path]["gen_keys"]:
-            rows.append({**row, "states": path})
-    return rows, [h for h in held.values() if h["gen_keys"]]
+        if gen_key in held[path]["gen_keys"]:
+            found.states[gen_key] = path
+    used = set(found.states.values())
+    found.headers = [h for path, h in held.items() if path in used]
+    return found
 
 
 def roles(header: dict) -> dict:
-    """Positions in the stored layer axis: `aux` (ids below L, in order), `last` (L), `before_norm`."""
+    """Positions in the stored layer axis: `aux` (ids below L, ascending), `last` (L), `before_norm`; and the ids."""
     layers, top = header["layers"], header["num_layers"]
-    return {"aux": [k for k, i in enumerate(layers) if i != LAST_BEFORE_NORM and i < top],
-            "last": layers.index(top) if top in layers else None,
+    aux = [k for k, i in enumerate(layers) if i != LAST_BEFORE_NORM and i < top]
+    return {"aux": aux, "aux_ids": [layers[k] for k in aux], "last": layers.index(top) if top in layers else None,
             "before_norm": layers.index(LAST_BEFORE_NORM) if LAST_BEFORE_NORM in layers else None}
 
 
@@ -67,100 +120,277 @@ def missing(trainer: str, role: dict) -> str | None:
     return None
 
 
-def no_hidden_exports(layout: Layout) -> dict:
-    """Hidden states not captured: no export (one an earlier run wrote is removed), and the record that says so."""
+def export_bytes_per_token(trainer: str, role: dict, dtype: str, hidden_size: int) -> int:
+    """What one position costs in `trainer`'s export: its layers' values (SpecForge's in bfloat16, speculators' as
+    stored: fp8 with its float32 scale) and its int64 ids (SpecForge: input_ids and loss_mask; speculators: the
+    token_ids beside the states and the dataset's input_ids and loss_mask)."""
+    if trainer == "speculators":
+        fp8 = dtype == "float8_e4m3fn"
+        return (len(role["aux"]) + 1) * hidden_size * (1 if fp8 else 2) + 4 * fp8 + 3 * 8
+    layers = len(role["aux"]) + (trainer == "specforge")
+    return layers * hidden_size * 2 + 2 * 8
+
+
+def speculator_type(header: dict) -> str:
+    """The speculators draft the captured set is for: dflash's set trains a DFlash draft, the others EAGLE-3."""
+    return "dflash" if header["layer_set"] == "dflash" else "eagle3"
+
+
+def model_dir(config) -> str:
+    """The target's folder as a trainer is told it: absolute, since it trains from wherever it runs."""
+    return str(Path(config.model.path).absolute())
+
+
+def train(trainer: str, header: dict, folder: Path, model: str, context_length: int) -> dict:
+    """The command that trains on the export in `folder`, the flags it needs and why, and what else to check."""
+    role, folder = roles(header), Path(folder).absolute()
+    if trainer == "speculators":
+        flags = {"--speculator-type": speculator_type(header),
+                 # speculators' default is [2, L//2, L-3]: three layers, duplicated on a small model
+                 "--target-layer-ids": " ".join(map(str, role["aux_ids"])),
+                 "--total-seq-len": str(context_length)}
+        if header["dtype"] == "float8_e4m3fn":  # the default `file` backend returns the raw fp8 codes
+            flags["--hidden-states-backend"] = "fp8"
+        words = ["speculators", "train", "--verifier-name-or-path", shlex.quote(model), "--data-path",
+                 shlex.quote(str(folder))] + [w for flag, value in flags.items() for w in (flag, value)]
+        return {"command": " ".join(words), "flags": flags,
+                "notes": ["--target-layer-ids: the auxiliary layers this export holds, in the order stored; "
+                          "speculators defaults to three ([2, L//2, L-3]) and its draft reads as many",
+                          "--total-seq-len: model.context_length (longer rows are truncated)"]
+                         + (["--hidden-states-backend fp8: the states are float8_e4m3fn with a scale per position; "
+                             "speculators' default `file` backend returns the raw fp8 codes, its `fp8` backend "
+                             "dequantizes them"] if "--hidden-states-backend" in flags else [])}
+    strategy = "eagle3" if trainer == "specforge" else "dflash"
+    run = {"model": {"target_model_path": model},
+           "data": {"hidden_states_path": str(folder), "max_length": context_length},
+           "training": {"strategy": strategy}}
+    notes = [f"{folder / SPECFORGE_CONFIG}: the run config (data.max_length is model.context_length: longer rows are "
+             "truncated); add your training settings to it, or give them as section.field=value after the command"]
+    if trainer == "specforge_dflash" and role["aux_ids"] != [header["num_layers"] // 2 + 1]:
+        notes.append(f"SpecForge's auto-generated DFlash draft reads one target layer, layer output L//2 (index "
+                     f"{header['num_layers'] // 2 + 1}); these are indices {role['aux_ids']}: give "
+                     "model.draft_model_config a draft whose dflash_config.target_layer_ids are "
+                     f"{[i - 1 for i in role['aux_ids']]} (layer outputs: the indices less 1)")
+    return {"command": f"specforge train --config {shlex.quote(str(folder / SPECFORGE_CONFIG))}", "config": run,
+            "notes": notes}
+
+
+def record(con, layout: Layout) -> dict:
+    """merge's record of the hidden states (after its exports, on its connection): the dataset's turns with and
+    without states, the parts' states files (every one on disk: the bytes they take), the one setting the captured
+    turns were stored at (`header`), or why no export can be made of them (`unusable`)."""
+    found = captured(con)
+    files = [Path(p) for p in glob.glob(layout.hidden_parts_glob)]
+    try:
+        header, unusable = found.header(), None
+    except ExportError as err:
+        header, unusable = None, str(err)
+    return {"turns": found.turns, "turns_captured": len(found.states),
+            "turns_without_states": found.turns - len(found.states),
+            "parts": {"files": len(files), "bytes": sum(p.stat().st_size for p in files)},
+            "header": header and {k: header[k] for k in ("layers", "num_layers", "layer_set", "dtype")},
+            "unusable": unusable or (None if header else "no turn of the dataset has hidden states")}
+
+
+def exportable(config, layout: Layout, merged: dict) -> dict:
+    """From merge's record: per trainer the command that makes its export and the one that trains on it (`exports`),
+    or why its export cannot be made (`skipped`): every trainer is in one of the two."""
+    header, exports, skipped = merged["header"], {}, {}
+    for trainer in TRAINERS:
+        if why := merged["unusable"] or missing(trainer, roles(header)):
+            skipped[trainer] = why
+            continue
+        folder = layout.hidden_export(trainer)
+        exports[trainer] = {"make": f"shardgen export-hidden --trainer {trainer}", "folder": str(folder),
+                            "train": train(trainer, header, folder, model_dir(config), config.model.context_length)}
+    return {"exports": exports, "skipped": skipped}
+
+
+def remove_exports(layout: Layout) -> None:
+    """An export an earlier run wrote under the results folder is of the dataset as it was: merge removes it."""
     shutil.rmtree(layout.hidden_exports_dir, ignore_errors=True)
-    return {"layers": [], "dtype": [], "exports": {}, "skipped": {}}
 
 
-def write_hidden_exports(con, layout: Layout) -> dict:
-    """The exports of the layer set, each built in a temp folder and renamed into place (a rerun replaces the old one
-    whole); with nothing captured, no folder is there. Returns the layers and dtype committed, per trainer written
-    its samples and bytes, and per trainer skipped why."""
-    rows, headers = captured_rows(con)
-    kinds = {(tuple(h["layers"]), h["num_layers"], h["layer_set"], h["dtype"]) for h in headers}
-    if len(kinds) > 1:
-        raise ValueError(f"hidden states were captured at different settings {sorted(map(str, kinds))}: reset the "
-                         "shards captured under the old setting (shardgen reset) and generate them again")
-    written: dict = {"layers": [h["layers"] for h in headers[:1]], "dtype": [h["dtype"] for h in headers[:1]],
-                     "exports": {}, "skipped": {}}
-    wanted = TRAINERS[headers[0]["layer_set"]] if headers else ()
-    role = roles(headers[0]) if headers else {}
-    temps = {trainer: layout.hidden_export(trainer).with_name(f".{trainer}.tmp") for trainer in WRITERS}
-    writing = []
-    for trainer, tmp in temps.items():
+def has_consecutive_supervised(loss_mask) -> bool:
+    """SpecForge's DFlash rule (data/loss_mask.py::has_consecutive_supervised_tokens): two adjacent 1s."""
+    return any(a and b for a, b in zip(loss_mask, loss_mask[1:]))
+
+
+def _ids(values):
+    import torch
+
+    return torch.tensor(list(values), dtype=torch.long)
+
+
+class SpecForgeEagle3:
+    """SpecForge's offline EAGLE-3 files: the auxiliary layers and L, decoded to bfloat16."""
+    dtype = "bfloat16"
+
+    def __init__(self, folder: Path, role: dict):
+        self.folder, self.role = folder, role
+
+    def refuses(self, row: dict) -> str | None:
+        return None
+
+    def add(self, index: int, row: dict, stored: dict) -> None:
+        import torch
+
+        states = decoded(stored, torch.bfloat16)
+        torch.save({"input_ids": _ids(row["input_ids"]), "loss_mask": _ids(row["loss_mask"]),
+                    "hidden_state": states[:, self.role["last"]].unsqueeze(0).contiguous(),
+                    "aux_hidden_state": states[:, self.role["aux"]].flatten(1).unsqueeze(0).contiguous()},
+                   self.folder / f"data_{index:08d}.ckpt")
+
+    def close(self) -> None:
+        pass
+
+
+class SpecForgeDFlash(SpecForgeEagle3):
+    """SpecForge's offline DFlash files: the auxiliary layers alone, decoded to bfloat16."""
+
+    def refuses(self, row: dict) -> str | None:
+        return None if has_consecutive_supervised(row["loss_mask"]) else DFLASH_SHORT
+
+    def add(self, index: int, row: dict, stored: dict) -> None:
+        import torch
+
+        states = decoded(stored, torch.bfloat16)
+        torch.save({"input_ids": _ids(row["input_ids"]), "loss_mask": _ids(row["loss_mask"]),
+                    "hidden_states": states[:, self.role["aux"]].flatten(1).contiguous()},
+                   self.folder / f"data_{index:08d}.ckpt")
+
+
+class Speculators:
+    """speculators' ArrowDataset folder: the token rows streamed to an Arrow file as the turns are written, then
+    saved as a `datasets` folder beside hidden_states/; the states kept as stored (fp8 with its scale)."""
+
+    def __init__(self, folder: Path, role: dict, dtype: str):
+        from datasets import Features, Sequence, Value
+        from datasets.arrow_writer import ArrowWriter
+
+        self.folder, self.role, self.dtype = folder, role, dtype
+        (folder / "hidden_states").mkdir()
+        # not in `folder` itself: datasets refuses to save a dataset into the folder of its own file
+        self.rows = folder / ".rows" / "rows.arrow"
+        self.rows.parent.mkdir()
+        self.writer = ArrowWriter(features=Features({"input_ids": Sequence(Value("int64")),
+                                                     "loss_mask": Sequence(Value("int64")),
+                                                     "seq_len": Value("int64")}), path=str(self.rows))
+
+    def refuses(self, row: dict) -> str | None:
+        return None
+
+    def add(self, index: int, row: dict, stored: dict) -> None:
+        from safetensors.torch import save_file
+
+        # fp8 values keep their per-position scale: it is the amax over every captured layer, a subset's included
+        tensors = {"token_ids": _ids(row["input_ids"]),
+                   "hidden_states": stored["states"][:, self.role["aux"] + [self.role["before_norm"]]].contiguous()}
+        if "scale" in stored:
+            tensors["hidden_states_scales"] = stored["scale"]
+        save_file(tensors, str(self.folder / "hidden_states" / f"hs_{index}.safetensors"))
+        self.writer.write({"input_ids": list(row["input_ids"]), "loss_mask": list(row["loss_mask"]),
+                           "seq_len": len(row["input_ids"])})
+
+    def close(self) -> None:
+        from datasets import Dataset
+
+        self.writer.finalize()
+        self.writer.close()
+        Dataset.from_file(str(self.rows)).with_format("torch").save_to_disk(str(self.folder))
+        shutil.rmtree(self.rows.parent)
+
+
+def _writer(trainer: str, folder: Path, role: dict, dtype: str):
+    if trainer == "speculators":
+        return Speculators(folder, role, dtype)
+    return (SpecForgeEagle3 if trainer == "specforge" else SpecForgeDFlash)(folder, role)
+
+
+def _rows(con):
+    """export_hidden's rows, ordered by id, fetched a batch at a time."""
+    from shardgen.store import db
+
+    reader = con.sql(db.prepared(con, "export_hidden")).to_arrow_reader(ROWS_PER_BATCH)
+    for batch in reader:
+        yield from batch.to_pylist()
+
+
+def _replaceable(out: Path) -> None:
+    """`out` may be replaced whole only when it is an export (or absent, or empty): never a user's other folder."""
+    if out.exists() and (not out.is_dir() or (any(out.iterdir()) and not (out / RECORD).is_file())):
+        raise ExportError(f"{out} exists and is no hidden-state export (no {RECORD} in it): export-hidden replaces "
+                          "its --out whole, so give a new folder")
+
+
+def export(config, layout: Layout, trainer: str, out: Path | None = None) -> dict:
+    """`trainer`'s export of the merged dataset into `out` (default: results/exports/hidden/<trainer>), written to
+    out.tmp and renamed onto it; returns (and writes as out/export.json) what it holds."""
+    from shardgen.generate import checkpoint
+    from shardgen.store import db
+
+    out = Path(out) if out else layout.hidden_export(trainer)
+    if not layout.dataset.is_file():
+        raise ExportError(f"no merged dataset at {layout.dataset}: run the workflow (or `shardgen merge`) first")
+    _replaceable(out)
+    con = checkpoint.connect(layout, memory_limit=MEMORY_LIMIT)
+    spill = out.with_name(f"{out.name}.spill")
+    con.execute(f"SET temp_directory = {db.quote(spill)}")
+    found = captured(con)
+    header = found.header()
+    if header is None:
+        raise ExportError(f"no turn of the dataset {layout.dataset} has hidden states: turn capture.hidden_states on "
+                          "and generate (turns generated without it keep none: shardgen reset SHARD regenerates a "
+                          "shard)")
+    role = roles(header)
+    if why := missing(trainer, role):
+        raise ExportError(f"no {trainer} export from the layers captured ({header['layers']}): {why}; capture "
+                          "another layer set (capture.hidden_states.layers) and regenerate (shardgen reset SHARD)")
+    tmp = out.with_name(f"{out.name}.tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    try:
+        result = {"trainer": trainer, "folder": str(out.absolute()), **_write(con, found, trainer, tmp, role, header),
+                  "layers": header["layers"], "num_layers": header["num_layers"], "layer_set": header["layer_set"],
+                  "captured_dtype": header["dtype"], "model": model_dir(config),
+                  "model_hash": config.target_model.fingerprint["model"],
+                  "train": train(trainer, header, out, model_dir(config), config.model.context_length),
+                  "written_by": f"shardgen export-hidden --trainer {trainer} --out {shlex.quote(str(out))}"}
+        if trainer != "speculators":
+            import yaml
+
+            write_text(yaml.safe_dump(result["train"]["config"], sort_keys=False), tmp / SPECFORGE_CONFIG)
+        result["bytes"] = sum(p.stat().st_size for p in tmp.rglob("*") if p.is_file())  # this record aside
+        write_text(json.dumps(result, indent=1), tmp / RECORD)
+    except BaseException:  # interrupted (Ctrl-C) or failed: no half export left behind
         shutil.rmtree(tmp, ignore_errors=True)
-        why = missing(trainer, role) if trainer in wanted else None
-        if rows and trainer in wanted and why is None:
-            tmp.mkdir(parents=True)
-            writing.append(trainer)
-        elif why:
-            written["skipped"][trainer] = why
-    if writing:
-        _write(rows, role, {trainer: temps[trainer] for trainer in writing})
-    for trainer, tmp in temps.items():
-        target = layout.hidden_export(trainer)
-        shutil.rmtree(target, ignore_errors=True)
-        if trainer in writing:
-            tmp.rename(target)
-            written["exports"][trainer] = {"samples": len(rows),
-                                           "bytes": sum(p.stat().st_size for p in target.rglob("*") if p.is_file())}
-    return written
+        raise
+    finally:
+        shutil.rmtree(spill, ignore_errors=True)
+    _replace(tmp, out)
+    return result
 
 
-def _ids(row: dict, name: str):
-    import torch
-
-    return torch.tensor(list(row[name]), dtype=torch.long)
-
-
-def _write(rows: list[dict], role: dict, folders: dict[str, Path]) -> None:
-    """Every trainer's export from one read of each turn's stored states."""
-    import torch
-
-    if "speculators" in folders:
-        _speculators_dataset(rows, folders["speculators"])
-    for i, row in enumerate(rows):
-        stored = read_turn(row["states"], row["gen_key"])
-        states = decoded(stored, torch.bfloat16) if {"specforge", "specforge_dflash"} & folders.keys() else None
-        for trainer, folder in folders.items():
-            WRITERS[trainer](i, row, stored, states, role, folder)
+def _write(con, found: Captured, trainer: str, folder: Path, role: dict, header: dict) -> dict:
+    writer = _writer(trainer, folder, role, header["dtype"])
+    samples, left_out = 0, Counter()
+    for row in _rows(con):
+        path = found.states.get(row["gen_key"])
+        why = NO_STATES if path is None else writer.refuses(row)
+        if why:
+            left_out[why] += 1
+            continue
+        writer.add(samples, row, read_turn(path, row["gen_key"]))
+        samples += 1
+    writer.close()
+    return {"samples": samples, "dtype": writer.dtype, "left_out": dict(left_out)}
 
 
-def _specforge(i: int, row: dict, stored: dict, states, role: dict, folder: Path) -> None:
-    import torch
-
-    torch.save({"input_ids": _ids(row, "input_ids"), "loss_mask": _ids(row, "loss_mask"),
-                "hidden_state": states[:, role["last"]].unsqueeze(0).contiguous(),
-                "aux_hidden_state": states[:, role["aux"]].flatten(1).unsqueeze(0).contiguous()},
-               folder / f"data_{i:08d}.ckpt")
-
-
-def _specforge_dflash(i: int, row: dict, stored: dict, states, role: dict, folder: Path) -> None:
-    import torch
-
-    torch.save({"input_ids": _ids(row, "input_ids"), "loss_mask": _ids(row, "loss_mask"),
-                "hidden_states": states[:, role["aux"]].flatten(1).contiguous()}, folder / f"data_{i:08d}.ckpt")
-
-
-def _speculators_dataset(rows: list[dict], folder: Path) -> None:
-    from datasets import Dataset
-
-    Dataset.from_dict({"input_ids": [list(r["input_ids"]) for r in rows],
-                       "loss_mask": [list(r["loss_mask"]) for r in rows],
-                       "seq_len": [len(r["input_ids"]) for r in rows]}).with_format("torch").save_to_disk(str(folder))
-    (folder / "hidden_states").mkdir()
-
-
-def _speculators(i: int, row: dict, stored: dict, states, role: dict, folder: Path) -> None:
-    from safetensors.torch import save_file
-
-    # fp8 values keep their per-position scale: it is the amax over every captured layer, a subset's included
-    tensors = {"token_ids": _ids(row, "input_ids"),
-               "hidden_states": stored["states"][:, role["aux"] + [role["before_norm"]]].contiguous()}
-    if "scale" in stored:
-        tensors["hidden_states_scales"] = stored["scale"]
-    save_file(tensors, str(folder / "hidden_states" / f"hs_{i}.safetensors"))
-
-
-WRITERS = {"specforge": _specforge, "specforge_dflash": _specforge_dflash, "speculators": _speculators}
+def _replace(tmp: Path, out: Path) -> None:
+    """tmp onto out: the old export moved aside first, so out is always whole, then removed."""
+    old = out.with_name(f"{out.name}.old")
+    shutil.rmtree(old, ignore_errors=True)
+    if out.exists():
+        out.rename(old)
+    tmp.rename(out)
+    shutil.rmtree(old, ignore_errors=True)

@@ -4,13 +4,24 @@ and the exports' manifest."""
 import sys
 from pathlib import Path
 
-from shardgen.capture import HiddenCapture
 from shardgen.config import Config
 from shardgen.layout import Layout
 from shardgen.merge.dataset import merge
 from shardgen.merge.exports import ExportRules, write_manifest
 from shardgen.merge.freshness import check_prompt_set
 from shardgen.merge import uncaptured
+from shardgen.merge.hidden_exports import TRAINERS
+
+
+def hidden_line(merged: dict | None) -> str | None:
+    """What the parts hold of hidden states and how to make a trainer's export, in one line; None when off."""
+    if merged is None:
+        return None
+    held = (f"hidden states: {merged['turns_captured']} of the dataset's {merged['turns']} turns in "
+            f"{merged['parts']['files']} parts' states files ({merged['parts']['bytes']:,} bytes)")
+    if merged["unusable"]:
+        return f"{held}; no export can be made: {merged['unusable']}"
+    return f"{held}; a trainer's export: shardgen export-hidden --trainer {{{','.join(TRAINERS)}}}"
 
 
 def run(config: Config, prompts: Path, sources: Path, dataset: Path, train: Path, failed: Path) -> dict:
@@ -20,8 +31,7 @@ def run(config: Config, prompts: Path, sources: Path, dataset: Path, train: Path
     check_prompt_set(config, Path(prompts), Path(sources))
     record = merge(layout, Path(dataset), Path(train), Path(failed), rules=ExportRules.of(config))
     write_manifest(config, layout, record)
-    if HiddenCapture.of(config):  # the workflow's output, there even when no captured turn made an export
-        layout.hidden_exports_dir.mkdir(parents=True, exist_ok=True)
-    if note := uncaptured.line(config, record["capture_turns"]):
-        print(f"shardgen: {note}", file=sys.stderr)
+    for note in (uncaptured.line(config, record["capture_turns"]), hidden_line(record.get("hidden_states"))):
+        if note:
+            print(f"shardgen: {note}", file=sys.stderr)
     return record

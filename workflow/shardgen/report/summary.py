@@ -8,6 +8,7 @@ from pathlib import Path
 
 from shardgen.store import db
 from shardgen.store.atomic import write_text
+from shardgen.capture import HiddenCapture
 from shardgen.config import Config
 from shardgen.generate import checkpoint
 from shardgen.report.figures import draw
@@ -51,7 +52,9 @@ def manifest(con, config: Config, per_source: list[dict], outputs: list[Path], d
                                rejected_by_reason={r["reason"]: r["rows"] for r in rejected if r["source"] == row[0]})
     files = []
     for path in outputs:
-        if path.is_dir():  # a folder output (Snakemake's directory()): its files' count and bytes, not one digest
+        # a folder (by hand, `results/exports/*` takes exports/hidden/ once an export was made): its files' count
+        # and bytes, not one digest
+        if path.is_dir():
             held = [p for p in path.rglob("*") if p.is_file() and not p.name.startswith(".snakemake")]
             files.append({"path": str(path), "files": len(held), "bytes": sum(p.stat().st_size for p in held)})
             continue
@@ -72,6 +75,30 @@ def manifest(con, config: Config, per_source: list[dict], outputs: list[Path], d
         "outputs": files,
         "note": "the seed seeds the engine; per-prompt reproducibility is not promised",
     }
+
+
+def hidden_states(config: Config, layout: Layout) -> dict | None:
+    """summary.json's `hidden_states`, from merge's manifest: the dataset's turns captured, the layers and dtype, the
+    bytes of the parts' states files (the one copy), and the trainers whose export can be made; None when off."""
+    if HiddenCapture.of(config) is None:
+        return None
+    merged = json.loads(layout.exports_manifest.read_text())["hidden_states"]
+    return {"turns_captured": merged["turns_captured"], "turns": merged["turns"], "layer_set": merged["layer_set"],
+            "layers": merged["layers"], "dtype": merged["dtype"], "parts_files": merged["parts"]["files"],
+            "parts_bytes": merged["parts"]["bytes"], "exportable": sorted(merged["exports"]),
+            "skipped": merged["skipped"]}
+
+
+def hidden_line(hidden: dict | None) -> str:
+    """report.md's line on the hidden states ("" when off)."""
+    if hidden is None:
+        return ""
+    exports = (f"each trainer's export on demand: `shardgen export-hidden --trainer "
+               f"{'|'.join(hidden['exportable'])}`" if hidden["exportable"] else
+               f"no export can be made ({'; '.join(sorted(set(hidden['skipped'].values())))})")
+    return (f"\nHidden states: {hidden['turns_captured']} of {hidden['turns']} turns captured at layers "
+            f"{hidden['layers']} ({hidden['dtype']}), {hidden['parts_bytes']:,} bytes in "
+            f"{hidden['parts_files']} parts' states files; {exports}.\n")
 
 
 def tail_note(tails: list[dict]) -> str | None:
@@ -104,6 +131,10 @@ def markdown(record: dict, tails: list[dict] | None = None, figures: list[Path] 
         lines += ["", f"Checked: all {record['dataset_rows_checked']} dataset rows carry the gen_key the current "
                       "config gives their prompt (model, tokenizer and template hashes, sampling), one per generated "
                       "prompt."]
+    if record.get("failed"):
+        lines += ["", f"Failed: {record['failed']} of {record['prompts_accepted']} prompts (a turn whose every "
+                      "attempt the engine aborted): `shardgen query failed` lists each with the engine's message; "
+                      "`shardgen retry`, then a run of the workflow, generates them again."]
     for title in ("per_source", "per_shard", "per_turn"):
         rows = record.get(title)
         if rows:
@@ -122,6 +153,8 @@ def report(config: Config, outputs: list[Path], done_files: list[Path], out_dir:
                                                    record["generated"] + record["failed_partly"])
     capture_turns = uncaptured.per_source(con)
     record["capture_turns_not_captured"] = sum(uncaptured.missing(config, capture_turns).values())
+    if (hidden := hidden_states(config, layout)) is not None:
+        record["hidden_states"] = hidden
     record.update(outlook(config, layout, done_files, record))
     files = ReportLayout(out_dir)
     write_text(json.dumps(record, indent=1), files.summary)
@@ -130,5 +163,5 @@ def report(config: Config, outputs: list[Path], done_files: list[Path], out_dir:
     figures = draw(con, files, record)
     note = uncaptured.line(config, capture_turns)
     write_text(markdown(record, _jsonable(db.query(con, "tail")), figures) + (f"\nCapture: {note}.\n" if note else "")
-               + outlook_markdown(record), files.markdown)
+               + hidden_line(record.get("hidden_states")) + outlook_markdown(record), files.markdown)
     return record
