@@ -92,6 +92,18 @@ def test_shards_run_one_after_another_are_timed_on_the_runs_real_clock(workdir):
     assert "on the 1 CPU engine(s) that generated at once in it" in report
 
 
+def test_a_run_whose_every_request_failed_reports_its_failures(workdir, monkeypatch):
+    monkeypatch.setenv("SHARDGEN_FAULT", "engine_abort:user")  # every prompt's rendered text holds its user turn
+    finish(snakemake(workdir))
+    res = workdir / "results"
+    summary = json.loads((res / "report" / "summary.json").read_text())
+    assert (summary["generated"], summary["dataset_rows"], summary["forecast"]) == (0, 0, None)
+    assert summary["failed"] == summary["prompts_accepted"] > 0
+    report = (res / "report" / "report.md").read_text()
+    assert f"Failed: {summary['failed']} of {summary['failed']} prompts" in report and "shardgen retry" in report
+    assert "no rate to forecast from" in report
+
+
 @pytest.fixture
 def finished(finished_demo, tmp_path) -> Path:
     """A copy of the finished demo (results and Snakemake's metadata, mtimes kept) to make mistakes in."""

@@ -98,7 +98,7 @@ def markdown(record: dict) -> str:
             lines += ["", "A CPU run's rate (the demo engine, gibberish at a few tokens per request) says nothing "
                           "about a GPU run: forecast a GPU job from an SGLang log (`shardgen forecast --log`)."]
     else:
-        lines.append("no committed parts: no rate to forecast from")
+        lines.append("no committed output tokens (no parts, or every request failed): no rate to forecast from")
     if plan := record.get("storage"):
         from shardgen.report.storage_plan import render
 

@@ -50,6 +50,9 @@ def rate_from_results(layout) -> dict:
     if not shards:
         raise ForecastError("no committed parts to measure a rate from: give --tok-per-s, --req-per-s or --log")
     tokens, requests = sum(s["completion_tokens"] for s in shards), sum(s["requests"] for s in shards)
+    if not tokens:  # every request failed: nothing was generated to time
+        raise ForecastError(f"the {requests} committed requests generated no output token: no rate to measure; give "
+                            "--tok-per-s, --req-per-s or --log")
     rate = sum(s["completion_tokens"] / s["wall_s"] for s in shards) / len(shards)
     on_cpu = con.execute("SELECT bool_and(gpu = 'cpu') FROM parts").fetchall()[0][0]
     return {"tok_per_s_per_gpu": rate, "output_tokens_measured": tokens / requests,
