@@ -159,6 +159,22 @@ def test_a_deleted_part_is_regenerated_by_a_plain_rerun(finished):
     assert check_results(finished)["generated"] == 135
 
 
+def test_a_part_damaged_in_place_is_repaired_by_a_plain_rerun(finished):
+    part = finished / "results" / "generate" / "shard-000" / "part-00001.parquet"
+    lost = duckdb.sql(f"SELECT count(*) FROM '{part}'").fetchall()[0][0]
+    stat = part.stat()
+    with open(part, "r+b") as f:  # a partial copy back, its time kept (cp -p): the folder's time does not change
+        f.truncate(stat.st_size // 2)
+    os.utime(part, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    out = finish(snakemake(finished))
+    assert "shard 0: part-00001.parquet changed since the shard's done file" in out
+    assert "rule generate" in out and "rule merge" in out
+    log = (finished / "results" / "logs" / "generate" / "shard-000.log").read_text()
+    assert "part-00001.parquet is unreadable" in log and f"prompts, {lost} to generate" in log
+    assert check_results(finished)["generated"] == 135
+    assert "Nothing to be done" in finish(snakemake(finished, "-n"))
+
+
 def test_an_input_error_fails_once_at_once(finished):
     demo = finished / "config" / "demo.yaml"
     demo.write_text(demo.read_text().replace("dataset: config/demo/alpaca_hf", "dataset: nobody/no-such-dataset"))

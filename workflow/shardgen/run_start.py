@@ -5,6 +5,7 @@ import sys
 
 from shardgen import ShardgenError
 from shardgen.config import Config
+from shardgen.generate.checkpoint import ShardCheckpoint
 from shardgen.layout import Layout, shard_ids
 from shardgen.merge import uncaptured
 from shardgen.store.locks import clear_stale_locks
@@ -19,7 +20,9 @@ def prepare_run(workflow, config: Config) -> None:
     so that the rule's input list never changes. A results folder it cannot write (read-only, another user's) is
     said in one line naming it, as a config error is.
     A captured source with turns generated before capture was on is said in one line before anything runs
-    (merge/uncaptured.py): the rerun exits 0 and its sidecar would otherwise lack them without a word."""
+    (merge/uncaptured.py): the rerun exits 0 and its sidecar would otherwise lack them without a word.
+    A finished shard whose parts changed since its done file (a part damaged in place keeps its folder's time) has
+    its folder marked, so that the run generates it again, and is said in one line (checkpoint.mark_changed)."""
     layout = Layout(config.results)
     try:
         config.export_for_jobs()
@@ -32,8 +35,15 @@ def prepare_run(workflow, config: Config) -> None:
             "results_dir to a writable folder or make this one writable (`shardgen --results DIR status` and "
             "`query` only read a finished run)") from err
     clear_stale_locks(workflow)
-    if workflow.is_main_process and (note := uncaptured.at_start(config, layout)):
+    if not workflow.is_main_process:
+        return
+    if note := uncaptured.at_start(config, layout):
         print(f"shardgen: {note}", file=sys.stderr)
+    for shard in range(config.n_shards):
+        if changed := ShardCheckpoint(layout, shard).mark_changed():
+            print(f"shardgen: shard {shard}: {', '.join(changed)} changed since the shard's done file (a copy back, "
+                  "a damaged disk): the shard is generated again, a part that cannot be read quarantined and its rows "
+                  "generated again", file=sys.stderr)
 
 
 class ResultsNotWritable(ShardgenError, OSError):

@@ -75,6 +75,36 @@ class ShardCheckpoint:
         """Its committed parts, oldest first."""
         return part_files(self.folder)
 
+    def parts_stamp(self) -> dict[str, list[int]]:
+        """Each committed part's [size, mtime_ns] now, as the done record keeps them: a part changed in place after
+        its shard finished (a copy back, a partial write) leaves its folder's time as it was, so Snakemake alone would
+        not see it. (Not the inode: a results folder copied whole, times kept, is unchanged.)"""
+        stamps = {}
+        for path in self.parts():
+            try:
+                st = path.stat()
+            except FileNotFoundError:  # moved away meanwhile (quarantine, reset)
+                continue
+            stamps[path.name] = [st.st_size, st.st_mtime_ns]
+        return stamps
+
+    def changed_parts(self) -> list[str]:
+        """The parts added, changed in place or gone since its done file recorded them (none without a done file,
+        or with one written before done files recorded them)."""
+        recorded = (self.done() or {}).get("parts")
+        if recorded is None:
+            return []
+        now = self.parts_stamp()
+        return sorted(name for name in set(now) | set(recorded) if now.get(name) != recorded.get(name))
+
+    def mark_changed(self) -> list[str]:
+        """Where parts changed since the done file, set the folder's time to now: the folder is the generate rule's
+        input, so a plain run generates the shard again (a part that cannot be read is quarantined there and its rows
+        are generated again). Returns the changed parts."""
+        if changed := self.changed_parts():
+            os.utime(self.folder)
+        return changed
+
     def index(self) -> dict[str, dict]:
         """Its parts index: part name -> rows, attempt, tokens and bytes as committed (a part gone since is lost)."""
         return read_index(self.folder)
@@ -85,7 +115,7 @@ class ShardCheckpoint:
         if not self._locked:
             raise RuntimeError(f"shard {self.shard}: its done record is written only under its lock")
         record = {**shard_figures(self.layout, self.shard), "engine": engine, "gpu": gpu,
-                  "attempts": read_attempts(self.folder)}
+                  "attempts": read_attempts(self.folder), "parts": self.parts_stamp()}
         if record["generated"] + record["failed"] != record["prompts"]:
             raise RuntimeError(f"shard {self.shard}: {record['prompts']} prompts but {record['generated']} generated + "
                                f"{record['failed']} failed; the done file is not written")
