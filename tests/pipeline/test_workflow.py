@@ -49,6 +49,18 @@ def test_demo_end_to_end_and_single_shard_rerun(finished_demo, finished):
     check_results(workdir)
 
 
+def test_the_demos_empty_text_exports_are_said_on_the_console_and_in_the_report(finished_demo):
+    # the demo's random model ends no turn with the end-of-turn token: every conversation is cut by max_new_tokens
+    results = finished_demo / "results"
+    assert [(results / name).stat().st_size for name in ("dataset/train.jsonl", "exports/sharegpt.jsonl",
+                                                          "exports/messages.jsonl")] == [0, 0, 0]
+    said = [line for line in (finished_demo / "demo-run.out").read_text().splitlines()
+            if line.startswith("shardgen: the text exports ")]
+    assert len(said) == 1 and " are empty: " in said[0] and "turns were cut by max_new_tokens" in said[0], said
+    report = (results / "report" / "report.md").read_text()
+    assert f"Text exports: {said[0].removeprefix('shardgen: ')}." in report
+
+
 def test_sigkill_of_the_whole_run_then_the_same_command_completes(workdir):
     # Longer outputs and small commits, so the kill lands after some parts and before the end.
     (workdir / "config" / "test.yaml").write_text(

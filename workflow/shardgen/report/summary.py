@@ -13,6 +13,7 @@ from shardgen.config import Config
 from shardgen.generate import checkpoint
 from shardgen.report.figures import draw
 from shardgen.merge import uncaptured
+from shardgen.merge.exports import text_exports_note
 from shardgen.merge.freshness import check_dataset
 from shardgen.layout import Layout, ReportLayout
 from shardgen.report.efficiency_forecast import markdown as outlook_markdown, outlook
@@ -89,6 +90,14 @@ def hidden_states(config: Config, layout: Layout) -> dict | None:
             "skipped": merged["skipped"]}
 
 
+def text_exports_line(layout: Layout) -> str | None:
+    """report.md's line where the text exports leave conversations out, from merge's manifest (none without one: a
+    report made by hand over a merge that wrote none)."""
+    if not layout.exports_manifest.is_file():
+        return None
+    return text_exports_note(json.loads(layout.exports_manifest.read_text())["text_exports"])
+
+
 def hidden_line(hidden: dict | None) -> str:
     """report.md's line on the hidden states ("" when off)."""
     if hidden is None:
@@ -162,6 +171,8 @@ def report(config: Config, outputs: list[Path], done_files: list[Path], out_dir:
                files.manifest)
     figures = draw(con, files, record)
     note = uncaptured.line(config, capture_turns)
+    text = text_exports_line(layout)
     write_text(markdown(record, _jsonable(db.query(con, "tail")), figures) + (f"\nCapture: {note}.\n" if note else "")
-               + hidden_line(record.get("hidden_states")) + outlook_markdown(record), files.markdown)
+               + (f"\nText exports: {text}.\n" if text else "") + hidden_line(record.get("hidden_states"))
+               + outlook_markdown(record), files.markdown)
     return record
