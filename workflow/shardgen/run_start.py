@@ -34,7 +34,7 @@ def prepare_run(workflow, config: Config) -> None:
             f"{f': {err.filename}' if err.filename else ''}); a run writes its steps' outputs there: set "
             "results_dir to a writable folder or make this one writable (`shardgen --results DIR status` and "
             "`query` only read a finished run)") from err
-    clear_stale_locks(workflow)
+    clear_stale_locks(workflow, config.results)
     if not workflow.is_main_process:
         return
     if note := uncaptured.at_start(config, layout):

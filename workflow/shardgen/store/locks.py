@@ -5,14 +5,17 @@ kernel drops the flock when the process dies, however it dies, so a lock is neve
 lease and the run guard below all use it.
 
 Snakemake leaves its directory lock behind after a SIGKILL; the next run would refuse to start. Every main
-Snakemake process of this workflow holds .snakemake/shardgen-run.lock for its whole life. A run that gets it knows
-no other run is alive, so any lock files in .snakemake/locks/ are stale: it removes them, saying so. A run that
-cannot get it within a few seconds leaves the locks alone and says that the other run is alive (its pid), so
-Snakemake's advice to `--unlock` that follows is not taken while that run still writes.
+Snakemake process of this workflow holds a run guard for its results folder, .snakemake/shardgen-run-KEY.lock (KEY:
+the folder's resolved path, hashed), for its whole life. A run that gets it knows no other run works on that folder,
+so the lock files in .snakemake/locks/ of runs on that folder are stale: it removes them, saying so. Runs on other
+results folders, which Snakemake lets work beside it, keep theirs and are none of its business. A run that cannot
+get its guard within a few seconds leaves the locks alone and says that the other run on its folder is alive (its
+pid), so Snakemake's advice to `--unlock` that follows is not taken while that run still writes.
 """
 
 import atexit
 import fcntl
+import hashlib
 import logging
 import os
 import sys
@@ -22,7 +25,6 @@ from typing import IO
 
 log = logging.getLogger("shardgen")
 SNAKEMAKE_STATE = Path(".snakemake")  # Snakemake's own folder, where its directory lock lives
-RUN_GUARD = "shardgen-run.lock"  # held by every main Snakemake process of this workflow, under SNAKEMAKE_STATE
 _guard = None  # the open, flock'd file: held until this process exits
 
 
@@ -55,27 +57,55 @@ def holder(path: Path) -> str:
         return "?"
 
 
-def hold_run_guard(state_dir: Path = SNAKEMAKE_STATE, wait_s: float = 10.0) -> bool:
+def run_guard(results: Path, state_dir: Path = SNAKEMAKE_STATE) -> Path:
+    """The run guard of the results folder `results`."""
+    return state_dir / f"shardgen-run-{hashlib.sha256(str(Path(results).resolve()).encode()).hexdigest()[:16]}.lock"
+
+
+def hold_run_guard(results: Path, state_dir: Path = SNAKEMAKE_STATE, wait_s: float = 10.0) -> bool:
     global _guard
     if _guard is not None:
         return True
     state_dir.mkdir(parents=True, exist_ok=True)
-    _guard = flock_with_pid(state_dir / RUN_GUARD, wait_s)
+    _guard = flock_with_pid(run_guard(results, state_dir), wait_s)
     return _guard is not None
 
 
-def clear_stale_locks(workflow, state_dir: Path = SNAKEMAKE_STATE) -> list[Path]:
-    """Snakemake's lock files left by a dead run, removed once this run holds the guard; when another run is alive,
-    none is removed and that run is named, now and again as this process exits (Snakemake's LockException and its
-    --unlock advice come last otherwise, and --unlock is the one thing not to do while that run writes)."""
+def _under(line: str, root: Path) -> bool:
+    """Whether a path a lock file names (relative to the working folder, as Snakemake writes it) is under root."""
+    return Path(line).resolve().is_relative_to(root)
+
+
+def locks_of(results: Path, state_dir: Path = SNAKEMAKE_STATE) -> list[Path]:
+    """Snakemake's lock files of runs on `results`: each run writes N.input.lock and N.output.lock; a pair is that
+    folder's where every output it names is under it (a pair without outputs: where an input is)."""
+    root, pairs = Path(results).resolve(), {}
+    for path in (state_dir / "locks").glob("*.lock"):
+        pairs.setdefault(path.name.split(".")[0], []).append(path)
+    mine = []
+    for files in pairs.values():
+        named = {p.name.split(".")[1]: [line.strip() for line in p.read_text().splitlines() if line.strip()]
+                 for p in files}
+        outputs = named.get("output")
+        if all(_under(line, root) for line in outputs) if outputs else any(
+                _under(line, root) for line in named.get("input", [])):
+            mine += files
+    return sorted(mine)
+
+
+def clear_stale_locks(workflow, results: Path, state_dir: Path = SNAKEMAKE_STATE) -> list[Path]:
+    """Snakemake's lock files left by a dead run on `results`, removed once this run holds that folder's guard; when
+    another run on it is alive, none is removed and that run is named, now and again as this process exits
+    (Snakemake's LockException and its --unlock advice come last otherwise, and --unlock is the one thing not to do
+    while that run writes)."""
     if not workflow.is_main_process:
         return []
-    if not hold_run_guard(state_dir):
-        pid = holder(state_dir / RUN_GUARD)
-        log.error("%s", _alive_message(pid))
-        atexit.register(lambda: print(f"shardgen: {_alive_message(pid)}", file=sys.stderr))
+    if not hold_run_guard(results, state_dir):
+        pid = holder(run_guard(results, state_dir))
+        log.error("%s", _alive_message(pid, results))
+        atexit.register(lambda: print(f"shardgen: {_alive_message(pid, results)}", file=sys.stderr))
         return []
-    stale = sorted((state_dir / "locks").glob("*.lock"))
+    stale = locks_of(results, state_dir)
     for path in stale:
         path.unlink(missing_ok=True)
     if stale:
@@ -84,6 +114,6 @@ def clear_stale_locks(workflow, state_dir: Path = SNAKEMAKE_STATE) -> list[Path]
     return stale
 
 
-def _alive_message(pid: str) -> str:
-    return (f"another snakemake run of this workflow is alive (pid {pid}); do not use --unlock (its locks are not "
+def _alive_message(pid: str, results: Path) -> str:
+    return (f"another snakemake run on {results} is alive (pid {pid}); do not use --unlock (its locks are not "
             f"stale): wait for it to finish, or stop it (Ctrl-C in its terminal, or kill -TERM {pid})")
