@@ -24,11 +24,11 @@ def test_every_declared_requirement_is_a_query_and_none_is_circular():
 
 def test_a_query_defines_what_it_requires_on_an_empty_run(tmp_path):
     con = checkpoint.connect(Layout(tmp_path / "results"))
-    assert db.requires("throughput") == ["per_shard"] and db.requires("per_shard") == ["winners"]
-    assert db.query(con, "throughput")  # per_shard, and winners under it, defined on the way
+    assert db.requires("throughput") == ["per_shard", "clock"] and db.requires("per_shard") == ["winners"]
+    assert db.query(con, "throughput")  # per_shard and the clock, and winners under them, defined on the way
     names = {r[0] for r in con.execute("SELECT view_name FROM duckdb_views() UNION ALL "
                                        "SELECT table_name FROM duckdb_tables()").fetchall()}
-    assert {"per_shard", "winners", "turn_winners", "outcomes"} <= names
+    assert {"per_shard", "winners", "turn_winners", "outcomes", "dataset_made"} <= names
 
 
 def test_a_view_a_step_defined_first_is_kept():
