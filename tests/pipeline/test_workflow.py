@@ -244,6 +244,20 @@ def test_a_lower_context_length_ends_conversations_where_a_fresh_run_does(finish
     assert not lines[-1].startswith("config:") and [r["state"] for r in rows] == ["done"] * 2, lines
 
 
+def test_after_a_new_split_status_and_the_report_list_its_shards(finished):
+    (finished / "config" / "test.yaml").write_text("shards: 1\n")  # the demo ran on 2
+    out = finish(snakemake(finished))
+    assert "rule split" in out and "rule report" in out
+    lines = _status(finished, {"shards": 1})
+    rows = [dict(zip(lines[0].split(), line.split())) for line in lines[2:] if line.split()[0].isdigit()]
+    assert [(r["shard"], r["prompts"], r["state"]) for r in rows] == [("0", "135", "done")], lines
+    summary = json.loads((finished / "results" / "report" / "summary.json").read_text())
+    # the folder of the earlier split's shard 1 made rows the dataset uses: listed, with no prompts of its own now
+    assert [(s["shard"], s["prompts"]) for s in summary["per_shard"]] == [(0, 135), (1, None)]
+    report = (finished / "results" / "report" / "report.md").read_text()
+    assert "The split has 1 shard(s) (135 prompts); shard folder(s) 1 are of an earlier split" in report
+
+
 def test_status_calls_a_sampling_change_stale_before_the_rerun(finished):
     raw = yaml.safe_load((finished / "config" / "demo.yaml").read_text())
     raw["sources"][1]["sampling"] = {"temperature": 0.9}  # webinstruct

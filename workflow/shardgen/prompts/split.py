@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 from shardgen.store import db, tables
 from shardgen.store.atomic import committed
 from shardgen.faults import disk_full_point
-from shardgen.layout import shard_file
+from shardgen.layout import shard_file, shard_number
 
 BATCH_ROWS = 8192
 TURNS_KEY = "shardgen.generate.turns"
@@ -89,7 +89,8 @@ class ShardWriter:
 
 def split(prompts_path: Path, split_dir: Path, n_shards: int, memory_limit: str = "1GB") -> list[int]:
     """Write split_dir/shard-NNN.parquet (heaviest prompts first in each, ties broken by prompt_id, so runs agree);
-    return the expected tokens per shard."""
+    return the expected tokens per shard. The files of an earlier split with more shards are removed: the split
+    files are the current split (status and the report list its shards); their shards' parts stay where they are."""
     split_dir = Path(split_dir)
     spill = split_dir / ".split-spill"
     split_dir.mkdir(parents=True, exist_ok=True)
@@ -111,6 +112,9 @@ def split(prompts_path: Path, split_dir: Path, n_shards: int, memory_limit: str 
                     writer.add(batch.filter(shard_of == shard))
             for writer in shards:
                 writer.finish()
+        for path in split_dir.glob("shard-*.parquet"):
+            if shard_number(path) >= n_shards:
+                path.unlink()
     finally:
         con.close()
         shutil.rmtree(spill, ignore_errors=True)

@@ -127,6 +127,17 @@ def tail_note(tails: list[dict]) -> str | None:
            f"{share:.1%} of the {tails[0]['run_wall_s']:.1f} s generation wall ({verdict}).{attempts}"
 
 
+def split_note(per_shard: list[dict]) -> str | None:
+    """report.md's line where the parts hold shard folders of an earlier split with more shards (per_shard.sql: no
+    prompts in the current one)."""
+    current = [s for s in per_shard if s["prompts"] is not None]
+    earlier = [str(s["shard"]) for s in per_shard if s["prompts"] is None]
+    if not current or not earlier:
+        return None
+    return (f"The split has {len(current)} shard(s) ({sum(s['prompts'] for s in current)} prompts); shard folder(s) "
+            f"{', '.join(earlier)} are of an earlier split: the rows they made count, and they hold no prompts now.")
+
+
 def markdown_table(rows: list[dict]) -> list[str]:
     """Query rows as a markdown table (blank for NULL)."""
     head = ["| " + " | ".join(rows[0]) + " |", "|" + "---|" * len(rows[0])]
@@ -149,6 +160,8 @@ def markdown(record: dict, tails: list[dict] | None = None, figures: list[Path] 
         if rows:
             lines += ["", f"## {title}", "", *markdown_table(rows)]
     if note := tail_note(tails or []):
+        lines += ["", note]
+    if note := split_note(record.get("per_shard", [])):
         lines += ["", note]
     lines += [""] + [f"![{p.stem}]({p.parent.name}/{p.name})" for p in figures]
     return "\n".join(lines) + "\n"

@@ -5,10 +5,11 @@ import re
 
 import duckdb
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from shardgen import WORKFLOW_DIR, ShardgenError
 from shardgen.store import tables
-from shardgen.layout import TELEMETRY_FILE_SHARD_REGEX, Layout
+from shardgen.layout import TELEMETRY_FILE_SHARD_REGEX, Layout, shard_number
 from shardgen.sampling import names
 
 SQL_DIR = WORKFLOW_DIR / "sql"
@@ -50,7 +51,16 @@ def connect(layout: Layout, memory_limit: str | None = None) -> duckdb.DuckDBPyC
     parquet_view(con, "dataset", layout.dataset_glob, tables.DATASET)
     turns_view(con)
     _telemetry_view(con, layout)
+    _split_table(con, layout)
     return con
+
+
+def _split_table(con, layout: Layout) -> None:
+    """`split`: each shard of the current split (its split file) and its prompts, from the files' footers."""
+    con.execute("CREATE OR REPLACE TEMP TABLE split (shard INTEGER, prompts BIGINT)")
+    if files := layout.split_files():
+        con.executemany("INSERT INTO split VALUES (?, ?)",
+                        [(shard_number(path), pq.read_metadata(path).num_rows) for path in files])
 
 
 def turns_view(con) -> None:
