@@ -209,11 +209,21 @@ def test_every_command_validates_the_config_it_is_given(tmp_path, caplog):
     assert "'model' is a required property" in caplog.text and "did you mean 'defaults.temperature'" in caplog.text
 
 
-def test_an_overlay_with_a_few_keys_is_enough_for_the_read_only_commands(tmp_path, capsys):
+def test_an_overlay_with_a_few_keys_is_enough_for_the_read_only_commands(tmp_path, capsys, caplog):
     overlay = tmp_path / "mine.yaml"
     overlay.write_text(f"results_dir: {tmp_path / 'elsewhere'}\n")
-    assert main(["--config", str(overlay), "status"]) == 0
-    assert capsys.readouterr().out.startswith("(no rows)")
+    assert main(["--config", str(overlay), "status"]) == 2  # the overlay read: its folder holds no run
+    assert f"no run in {tmp_path / 'elsewhere'}" in caplog.text and "config" not in caplog.text.split("no run")[0]
+
+
+def test_a_results_folder_with_no_run_is_an_error_not_an_empty_table(tmp_path, capsys, caplog):
+    typo = tmp_path / "runs" / "typo"
+    for command in (["status"], ["query", "throughput"]):
+        caplog.clear()
+        assert main(["--results", str(typo), *command]) == 2
+        assert f"no run in {typo}: no prompt set, split or generated parts there" in caplog.text
+    assert "(no rows)" not in capsys.readouterr().out
+    assert not typo.exists()  # looking created nothing
 
 
 def _two_split_shards(tmp_path) -> tuple[Layout, str]:

@@ -34,6 +34,16 @@ def _results_dir(args) -> Path:
     return Path(args.results) if args.results else results
 
 
+def _layout_of_run(results: Path) -> Layout:
+    """The results folder a read-only command reports on (`_results_dir`), refused where no run has written: a
+    mistyped --results or results_dir would otherwise read as an empty run."""
+    layout = Layout(results)
+    if not layout.holds_a_run():
+        raise ShardgenError(f"no run in {layout.root}: no prompt set, split or generated parts there (check --results, "
+                            "or the results_dir of --config)")
+    return layout
+
+
 def _table(rows: list[dict]) -> str:
     if not rows:
         return "(no rows)"
@@ -142,7 +152,7 @@ def cmd_query(args):
                             f"a user query; `shardgen query --list` shows those")
     from shardgen.generate import checkpoint
 
-    print(_table(db.query(checkpoint.connect(Layout(results)), args.name)))
+    print(_table(db.query(checkpoint.connect(_layout_of_run(results)), args.name)))
 
 
 def cmd_diagnose(args):
@@ -206,7 +216,7 @@ def cmd_status(args):
     from shardgen.report import eta
     from shardgen.report.status import config_line, status
 
-    layout = Layout(_results_dir(args))
+    layout = _layout_of_run(_results_dir(args))
     # The run's own config (whole, and naming this results folder) is what a rerun would act on: status judges the
     # prompt set against it, so a change not yet rebuilt into the prompt set shows before the rerun does it.
     config = _config_if_complete(args)

@@ -52,6 +52,10 @@ class Layout:
         """The shards split wrote, by number."""
         return sorted(shard_number(p) for p in self.split_files())
 
+    def holds_a_run(self) -> bool:
+        """Whether a run has written here: a prompt set, a split or generated parts."""
+        return self.prompts.is_file() or bool(self.split_files()) or any(self.generate_dir.glob("shard-*/part-*"))
+
     @property
     def generate_dir(self) -> Path:
         return self.root / "generate"
