@@ -5,9 +5,9 @@
 
 Arms: the same rendered prompts through SGLang's own batch call (`Engine.generate(list)`, `ignore_eos`, so every arm
 generates the same tokens' count), without capture (`off`) and with the capture arguments shardgen sends
-(`sglang_results.capture_args`) at each k, in the order given and then reversed (two runs per arm; the engine is
-warm before the first: a 64-prompt warm-up). The arms repeat the same prompts, so they compare like with like only
-without a prefix cache (single-turn work: `auto` resolves to `no_radix`); the engine's settings are in the output.
+(`capture_args` of engines/sglang/results.py) at each k, in the order given and then reversed (two runs per arm; the
+engine is warm before the first: a 64-prompt warm-up). The arms repeat the same prompts, so they compare like with like
+only without a prefix cache (single-turn work: `auto` resolves to `no_radix`); the engine's settings are in the output.
 Per arm: output tokens/s (wall from submit to the last completion),
 the host-side conversion to Results (`result_of`), and per million generated tokens: the Python memory of what
 SGLang hands back (the logprob fields of meta_info), and the Parquet bytes of the part columns and of the
@@ -40,7 +40,7 @@ from variable_length import prepare_inputs  # noqa: E402
 from shardgen.store import tables  # noqa: E402
 from shardgen.capture import Capture  # noqa: E402
 from shardgen.config import Config  # noqa: E402
-from shardgen.engines.sglang_results import capture_args, result_of  # noqa: E402
+from shardgen.engines.sglang.results import capture_args, result_of  # noqa: E402
 from shardgen.layout import Layout  # noqa: E402
 
 LOGPROB_KEYS = ("output_token_logprobs", "output_top_logprobs")

@@ -7,7 +7,7 @@ W/config.yaml: a workload (variable_length.py make) with `capture.hidden_states`
 and last_before_norm). One engine, started with `enable_return_hidden_states`; for each of `--turns` prompts a
 greedy generation that asks SGLang's own hidden states (`return_hidden_states`: layer L, what its logits processor
 is given, for the prompt's positions in the prefill and one position per decode step), then shardgen's capture pass
-over the same prompt + output ids (engines/sglang_hidden.py). Per turn: the largest difference between the two at
+over the same prompt + output ids (engines/sglang/hidden.py). Per turn: the largest difference between the two at
 the prompt's positions (both from a prefill) and at the generated ones (SGLang's from decode steps, shardgen's from
 one prefill: other kernels), each against bfloat16's rounding of the values (2^-8 of the largest magnitude).
 
@@ -33,7 +33,7 @@ from variable_length import prepare_inputs  # noqa: E402
 from shardgen.capture import LAST_BEFORE_NORM, decoded  # noqa: E402
 from shardgen.config import Config  # noqa: E402
 from shardgen.engines import Request  # noqa: E402
-from shardgen.engines.sglang_results import result_of  # noqa: E402
+from shardgen.engines.sglang.results import result_of  # noqa: E402
 from shardgen.layout import Layout  # noqa: E402
 
 DUMMY_WEIGHT_STD = 1e-3 / math.sqrt(3)  # uniform in [-1e-3, 1e-3]: SGLang's load_format dummy

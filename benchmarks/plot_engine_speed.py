@@ -14,7 +14,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from shardgen.engines.telemetry import parse_line  # noqa: E402
+from shardgen.engines.sglang.log_lines import parse_line  # noqa: E402
 
 
 def series(log: Path) -> list[dict]:

@@ -10,7 +10,7 @@ from shardgen.audit import metrics
 from shardgen.audit.settings import applied, parse
 from shardgen.config import ConfigError
 from shardgen.engines.scoring import ScoreRequest
-from shardgen.engines.sglang_scoring import generate_args, scores_of
+from shardgen.engines.sglang.scoring import generate_args, scores_of
 
 
 def test_argmax_and_top_k_fractions_are_over_tokens_and_the_first_mismatch_is_its_position():

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from shardgen.engines import BACKENDS, Registration, backend
+from shardgen.engines import BACKENDS, Registration, backend, package
 from shardgen.engines.advice import BOUNDS, Bound, Pools
-from shardgen.engines.sglang_engine import SGLangEngine
+from shardgen.engines.sglang.engine import SGLangEngine
 from shardgen.report.diagnose import diagnose, read_log
 
 LOGS = Path(__file__).parents[1] / "data" / "sglang-logs"
@@ -49,7 +49,7 @@ def test_sglang_words_its_settings_by_what_it_is_told():
 @pytest.fixture
 def other_backend(monkeypatch):
     """A backend that reads SGLang's log lines but names settings of its own: what the report prints is its word."""
-    module = types.ModuleType("shardgen.engines.other_engine")
+    module = types.ModuleType(f"{package('other')}.engine")
 
     class OtherEngine:
         read_log_line = SGLangEngine.read_log_line
@@ -61,7 +61,7 @@ def other_backend(monkeypatch):
 
     module.OtherEngine = OtherEngine
     monkeypatch.setitem(sys.modules, module.__name__, module)
-    monkeypatch.setitem(BACKENDS, "other", Registration(f"{module.__name__}:OtherEngine", None, "shardgen-other.yaml",
+    monkeypatch.setitem(BACKENDS, "other", Registration("OtherEngine", False, "shardgen-other.yaml",
                                                         lambda field: True))
 
 

@@ -20,12 +20,12 @@ def test_backends_are_imported_only_when_asked_for():
     code = ("import sys, shardgen.engines as e, shardgen.generate.attempts, shardgen.report.diagnose, "
             "shardgen.tune.report\n"
             "def loaded(): return sorted(m for m in sys.modules if m.split('.')[0] in ('sglang', 'torch', "
-            "'transformers') or m.startswith('shardgen.engines.') and m.endswith('_engine'))\n"
+            "'transformers') or m.startswith('shardgen.engines.') and m.endswith('.engine'))\n"
             "print(loaded())\n"
             "e.backend('transformers')\n"
             "print([m for m in loaded() if m.startswith('shardgen')])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.splitlines()
-    assert out == ["[]", "['shardgen.engines.transformers_engine']"]
+    assert out == ["[]", "['shardgen.engines.transformers.engine']"]
 
 
 def test_an_unknown_backend_names_the_registered_ones():
@@ -58,7 +58,8 @@ def test_a_done_record_reads_back_as_an_engine_info_in_neutral_names():
                            "mamba_ssm_dtype": "bfloat16", "dtype": "auto"}}
     info = info_from_record(record)
     assert info == EngineInfo("sglang", 12, "0.5.17", "NVIDIA H200", {"max_mamba_cache_size": 36},
-                              RunSettings("no_radix", 1, 512, None, None, "bfloat16"), record)
+                              RunSettings(mamba_strategy="no_radix", prefix_cache=False, mamba_slots_per_request=1,
+                                          graph_limit=512, ssm_state_dtype="bfloat16"), record)
     cpu = info_from_record({"backend": "transformers", "max_running_requests": 8, "device": "cpu",
                             "dtype": "float32"})
     assert (cpu.max_running_requests, cpu.settings.weights_dtype, cpu.settings.mamba_strategy) == (8, "float32", None)
@@ -84,7 +85,7 @@ def test_numerics_changes_are_judged_against_the_model(tmp_path, args, model_sta
     ("bfloat16", {"dtype": "bfloat16", "kv_cache_dtype": "bfloat16", "ssm_state_dtype": "float32",
                   "conv_state_dtype": "bfloat16"})])
 def test_the_cpu_engine_records_the_dtypes_it_runs_with(make_config, tmp_path, dtype, expected):
-    from shardgen.engines.transformers_engine import TransformersEngine
+    from shardgen.engines.transformers.engine import TransformersEngine
     from shardgen.merge.provenance import engine_numerics
     from shardgen.model.target import ModelInfo
 

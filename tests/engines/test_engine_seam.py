@@ -1,6 +1,6 @@
-"""The engine seam: engines/ imports no stage package, the watchdog hears progress only through its backend's
-reading of a log line, and the config's backend choices and sections come from the backend registry, so a new
-backend is engines/ and its env file only."""
+"""The engine seam: engines/ imports no stage package, nothing outside a backend's folder imports inside it, the
+watchdog hears progress only through its backend's reading of a log line, and the config's backend choices and
+sections come from the backend registry, so a new backend is a folder under engines/ and its env file only."""
 
 import ast
 import json
@@ -13,7 +13,7 @@ import pytest
 import shardgen
 from shardgen.config import schema as config_schema
 from shardgen.config import Config, ConfigError
-from shardgen.engines import BACKENDS, LogLine, Registration, backend
+from shardgen.engines import BACKENDS, LogLine, Registration, backend, package
 from shardgen.engines.watchdog import Watchdog
 
 PACKAGE = Path(shardgen.__file__).parent
@@ -34,8 +34,20 @@ def imported_modules(path: Path) -> set[str]:
 
 
 def test_engines_import_no_stage_package():
-    reached = {f"{path.name}: {name}" for path in (PACKAGE / "engines").glob("*.py")
+    reached = {f"{path.relative_to(PACKAGE)}: {name}" for path in (PACKAGE / "engines").rglob("*.py")
                for name in imported_modules(path) if name.split(".")[:2] in (["shardgen", s] for s in STAGES)}
+    assert reached == set()
+
+
+def test_nothing_outside_a_backends_folder_imports_inside_it():
+    """A backend is its folder: the rest of the package, the interface and the other backends reach it only through
+    the registry (`backend(name)`, `settings_modules()`), which imports it by name."""
+    backends = {package(name) for name in BACKENDS}
+    assert all((PACKAGE / "engines" / name / "engine.py").is_file() for name in BACKENDS)
+    reached = {f"{path.relative_to(PACKAGE)}: {name}" for path in PACKAGE.rglob("*.py")
+               for name in imported_modules(path) for inside in backends
+               if (name == inside or name.startswith(f"{inside}."))
+               and not path.is_relative_to(PACKAGE / Path(*inside.split(".")[1:]))}
     assert reached == set()
 
 
@@ -65,14 +77,14 @@ def test_a_stall_is_reported_to_the_caller_and_kills_the_engine():
 
 @pytest.fixture
 def vllm_registered(monkeypatch):
-    """A second backend registered as a vLLM one would be: engines/ (its settings module) and its env file."""
-    settings = types.ModuleType("shardgen.engines.vllm_settings")
+    """A second backend registered as a vLLM one would be: its folder engines/vllm/ (its settings module) and its env
+    file."""
+    settings = types.ModuleType(f"{package('vllm')}.settings")
     settings.SCHEMA = {"type": "object", "additionalProperties": False, "default": {},
                        "properties": {"enforce_eager": {"type": "boolean", "default": False}}}
     settings.upgrade = lambda engine: []
     monkeypatch.setitem(sys.modules, settings.__name__, settings)
-    monkeypatch.setitem(BACKENDS, "vllm", Registration("shardgen.engines.vllm_engine:VLLMEngine", settings.__name__,
-                                                       "shardgen-vllm.yaml", lambda field: True))
+    monkeypatch.setitem(BACKENDS, "vllm", Registration("VLLMEngine", True, "shardgen-vllm.yaml", lambda field: True))
     config_schema.schema.cache_clear()
     yield
     config_schema.schema.cache_clear()

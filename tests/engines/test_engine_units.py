@@ -10,7 +10,7 @@ import pytest
 from shardgen.engines import LogLine, RunSettings
 from shardgen.engines.logtap import LogTap
 from shardgen.engines.model_shape import ModelConfigError, ModelShape
-from shardgen.engines.sglang_engine import SGLangEngine
+from shardgen.engines.sglang.engine import SGLangEngine
 from shardgen.engines.watchdog import Watchdog
 
 from helpers import TESTS

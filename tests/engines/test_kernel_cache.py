@@ -19,7 +19,7 @@ def scheduler_environ(pid: int) -> dict[str, str]:
 
 @pytest.mark.parametrize("cache_dir", [None, "ABSOLUTE"])
 def test_cache_variables_reach_the_scheduler_process(fake_sglang, demo_model, tmp_path, cache_dir):
-    from shardgen.engines.sglang_engine import SGLangEngine
+    from shardgen.engines.sglang.engine import SGLangEngine
 
     engine_cfg = {"backend": "sglang", "max_running_requests": 4}
     if cache_dir:

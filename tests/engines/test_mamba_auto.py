@@ -1,6 +1,6 @@
-"""`mamba_strategy: auto`: the strategy resolved per run from the work (rules in engines/mamba_auto.py, whose
+"""`mamba_strategy: auto`: the strategy resolved per run from the work (rules in engines/sglang/mamba_auto.py, whose
 thresholds await the H200 measurement of issue 24) and, with `no_radix` and no cap set, the running cap
-(engines/sglang_running_cap.py), logged and recorded in the done file; through the SGLang adapter over
+(engines/sglang/running_cap.py), logged and recorded in the done file; through the SGLang adapter over
 tests/fake_sglang (no GPU ran: nothing here says which strategy or cap is faster)."""
 
 import json
@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from shardgen.engines.mamba_auto import LONG_PREFIX_TOKENS, resolve
+from shardgen.engines.sglang.mamba_auto import LONG_PREFIX_TOKENS, resolve
 from shardgen.layout import Layout
 from shardgen.prompts.split import split
 from shardgen.prompts.stage import build_prompts

@@ -10,7 +10,7 @@ import pytest
 
 from shardgen.engines import LogLine, backend
 from shardgen.engines.retractions import Retraction, Retractions
-from shardgen.engines.telemetry import parse_retraction
+from shardgen.engines.sglang.log_lines import parse_retraction
 from shardgen.engines.watchdog import Watchdog
 
 from conftest import REPO

@@ -10,7 +10,7 @@ import pytest
 
 from shardgen.cli import main
 from shardgen.config import Config, ConfigError
-from shardgen.engines.sglang_args import build_server_args, logged_server_args, run_settings
+from shardgen.engines.sglang.args import build_server_args, logged_server_args, run_settings
 from shardgen.layout import Layout
 from shardgen.prompts.stage import build_prompts
 from shardgen.model.target import ModelInfo
@@ -180,8 +180,8 @@ def test_capture_sends_the_logprob_arguments_and_reads_meta_info(fake_sglang, mo
 
     from shardgen.capture import Capture
     from shardgen.engines import Request
-    from shardgen.engines.sglang_engine import SGLangEngine
-    from shardgen.engines.sglang_results import capture_args
+    from shardgen.engines.sglang.engine import SGLangEngine
+    from shardgen.engines.sglang.results import capture_args
 
     assert capture_args(None) == {}
     assert capture_args(Capture(20)) == {"return_logprob": True, "top_logprobs_num": 20, "logprob_start_len": -1}

@@ -1,4 +1,4 @@
-"""Hidden-state capture through the SGLang adapter (engines/sglang_hidden.py) against tests/fake_sglang, whose model
+"""Hidden-state capture through the SGLang adapter (engines/sglang/hidden.py) against tests/fake_sglang, whose model
 has NemotronH's module names and call structure in SGLang 0.5.17 and deterministic layer values (fake_model.py):
 every position of prompt + output gets the right layer's vector, each turn's states are committed once with its
 part, and SpecForge's offline reader loads them from the export made of them. No GPU: nothing here claims one ran."""
@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import torch
 
 from shardgen.capture import LAST_BEFORE_NORM, HiddenCapture
-from shardgen.engines.sglang_hidden import hook_specs
+from shardgen.engines.sglang.hidden import hook_specs
 from shardgen.layout import Layout, hidden_part_path
 from shardgen.merge.dataset import merge
 from shardgen.merge.exports import ExportRules, write_manifest

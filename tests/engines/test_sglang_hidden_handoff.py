@@ -1,4 +1,4 @@
-"""The hidden-state pass's hand-off (engines/sglang_hidden.py) against tests/fake_sglang: without a prefix cache the
+"""The hidden-state pass's hand-off (engines/sglang/hidden.py) against tests/fake_sglang: without a prefix cache the
 pass asks no input logprobs, the done record splits the pass's time, the hand-off folder is gone after the engine,
 and a turn's files written late by the scheduler's writer thread are still collected (or the turn refused, named)."""
 
@@ -13,8 +13,8 @@ import torch
 from safetensors.torch import save_file
 
 from shardgen.capture import HiddenCapture
-from shardgen.engines import sglang_hidden
-from shardgen.engines.sglang_hidden import HOOK_STATS, PASS_PREFIX, HiddenPass
+from shardgen.engines.sglang import hidden
+from shardgen.engines.sglang.hidden import HOOK_STATS, PASS_PREFIX, HiddenPass
 from shardgen.layout import Layout
 from shardgen.prompts.split import split
 from shardgen.prompts.stage import build_prompts
@@ -51,7 +51,7 @@ def test_without_a_prefix_cache_the_pass_asks_no_logprobs_and_the_done_record_sp
 
 
 def _pass(tmp_path: Path, monkeypatch, wait_s: float) -> HiddenPass:
-    monkeypatch.setattr(sglang_hidden, "SHARED_MEMORY", tmp_path / "no-shm")  # the workdir's folder
+    monkeypatch.setattr(hidden, "SHARED_MEMORY", tmp_path / "no-shm")  # the workdir's folder
     monkeypatch.setattr(HiddenPass, "HANDOFF_WAIT_S", wait_s)
     return HiddenPass(HiddenCapture([1, 2], "bfloat16"), MODEL, tmp_path, {"disable_radix_cache": True})
 
@@ -86,15 +86,15 @@ def test_a_turn_whose_positions_never_come_is_refused_naming_it(tmp_path, monkey
 def test_the_hand_off_uses_shared_memory_only_where_it_has_room(tmp_path, monkeypatch):
     roomy = tmp_path / "shm"
     roomy.mkdir()
-    monkeypatch.setattr(sglang_hidden, "SHARED_MEMORY", roomy)
-    monkeypatch.setattr(sglang_hidden, "SHARED_MEMORY_MIN_FREE", 1)
-    assert sglang_hidden.handoff_folder(tmp_path / "w").parent == roomy
-    monkeypatch.setattr(sglang_hidden, "SHARED_MEMORY_MIN_FREE", 1 << 62)
-    assert sglang_hidden.handoff_folder(tmp_path / "w") == tmp_path / "w" / sglang_hidden.PASS_FOLDER
+    monkeypatch.setattr(hidden, "SHARED_MEMORY", roomy)
+    monkeypatch.setattr(hidden, "SHARED_MEMORY_MIN_FREE", 1)
+    assert hidden.handoff_folder(tmp_path / "w").parent == roomy
+    monkeypatch.setattr(hidden, "SHARED_MEMORY_MIN_FREE", 1 << 62)
+    assert hidden.handoff_folder(tmp_path / "w") == tmp_path / "w" / hidden.PASS_FOLDER
 
 
 def test_the_writer_counts_what_it_handed_off(tmp_path):
-    handoff = sglang_hidden.Handoff(tmp_path)
+    handoff = hidden.Handoff(tmp_path)
     handoff.send(f"{PASS_PREFIX}r3.0-5", torch.ones(5, 2, 8, dtype=torch.bfloat16))
     handoff.writer.shutdown(wait=True)
     stats = json.loads((tmp_path / HOOK_STATS).read_text())

@@ -1,4 +1,4 @@
-"""The running cap `mamba_strategy: auto` sizes before SGLang starts (engines/sglang_running_cap.py), checked
+"""The running cap `mamba_strategy: auto` sizes before SGLang starts (engines/sglang/running_cap.py), checked
 against the pools SGLang allocated on the H200 (tests/data/sglang-logs); through the adapter in test_mamba_auto."""
 
 import json
@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from shardgen.config import Config
-from shardgen.engines import telemetry
-from shardgen.engines.sglang_running_cap import CAP_LIMIT, GIB, MIB, choose, prefill_limit, running_peak_tokens
+from shardgen.engines.sglang import log_lines
+from shardgen.engines.sglang.running_cap import CAP_LIMIT, GIB, MIB, choose, prefill_limit, running_peak_tokens
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 NH8B = json.loads((DATA / "models" / "nh8b" / "config.json").read_text())
@@ -24,7 +24,7 @@ def engine(**settings):
 def allocated_gib(log: str) -> float:
     facts: dict = {}
     for line in (DATA / "sglang-logs" / log).read_text().splitlines():
-        telemetry.parse_startup(line, facts)
+        log_lines.parse_startup(line, facts)
     return facts["mamba_pool_gb"] + facts["kv_pool_gb"]
 
 

@@ -1,8 +1,8 @@
 """Every server argument shardgen can pass exists in the ServerArgs of SGLang 0.5.13.post1, 0.5.17 and 0.5.23, read
 from each wheel's source (tests/data/sglang-server-args, made by fields_from_wheel.py there); no GPU, no download.
 The arguments come from the code itself: each strategy, cap and data-parallel size through build_server_args, every
-`shardgen tune` variant, the shipped config files' engine.args, every spelling in sglang_versions' table, and
-`auto`'s sizing through the adapter on the fake SGLang of that version."""
+`shardgen tune` variant, the shipped config files' engine.args, every spelling in engines/sglang/versions.py's table,
+and `auto`'s sizing through the adapter on the fake SGLang of that version."""
 
 import importlib.util
 import logging
@@ -13,10 +13,10 @@ import pytest
 import yaml
 
 from shardgen.config import Config, ConfigError
-from shardgen.engines import sglang_tune
-from shardgen.engines.sglang_args import build_server_args
-from shardgen.engines.sglang_settings import STRATEGIES
-from shardgen.engines.sglang_versions import SPELLINGS, spelling, untested
+from shardgen.engines.sglang import tune
+from shardgen.engines.sglang.args import build_server_args
+from shardgen.engines.sglang.settings import STRATEGIES
+from shardgen.engines.sglang.versions import SPELLINGS, spelling, untested
 
 from helpers import SERVER_ARGS, SGLANG_VERSIONS, server_arg_fields
 
@@ -39,7 +39,7 @@ def engine_settings() -> dict[str, Config]:
                                                         "max_running_requests": cap, "dp_size": dp})
                 for strategy in STRATEGIES if strategy != "auto" for cap in (None, 64) for dp in (1, 2)}
     base = config({"sglang": {"mamba_strategy": "no_buffer"}})
-    for name, variant in sglang_tune.grid(base.engine.as_dict(), [256, 1024], bf16_state=True).items():
+    for name, variant in tune.grid(base.engine.as_dict(), [256, 1024], bf16_state=True).items():
         settings[f"tune {name}"] = base.with_engine(variant)
     for path in sorted((REPO / "config").glob("*.yaml")):
         if args := (yaml.safe_load(path.read_text()).get("engine") or {}).get("args"):
@@ -76,7 +76,7 @@ def test_the_sizing_of_auto_passes_arguments_that_version_has(fake_sglang, demo_
                                                               version):
     """`auto` on single turns (no_radix, a sized cap) and on each_turn conversations (no_buffer, a sized state pool
     and prefill bound), through the adapter on the fake SGLang of `version`, which refuses any other field."""
-    from shardgen.engines.sglang_engine import SGLangEngine
+    from shardgen.engines.sglang.engine import SGLangEngine
     from shardgen.model.target import ModelInfo
 
     monkeypatch.setenv("FAKE_SGLANG_VERSION", version)

@@ -4,7 +4,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-from shardgen.engines.telemetry import parse_line, parse_startup
+from shardgen.engines.sglang.log_lines import parse_line, parse_startup
 
 from helpers import LOGS
 

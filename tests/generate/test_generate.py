@@ -53,7 +53,7 @@ def test_resplit_added_prompts_and_changed_sampling(make_config, write_jsonl):
 def test_listed_temperature_is_sent_per_request_and_recorded(make_config, write_jsonl, monkeypatch):
     """A source's `temperature: [0.2, 0.9]`: each prompt's request is sampled at its prompts row's value (what the
     CPU engine was asked), and its part row and dataset row record it; a changed list makes new gen_keys."""
-    from shardgen.engines.transformers_engine import TransformersEngine
+    from shardgen.engines.transformers.engine import TransformersEngine
 
     sent = {}
     generate_batch = TransformersEngine._generate_batch
@@ -98,7 +98,7 @@ def test_unset_sampling_is_the_model_generation_config_and_each_value_records_it
     nothing; a value in `defaults` or a source's `sampling` wins. The CPU engine is asked with the resolved
     values; the prompts rows, the part rows, the dataset and the manifest's provenance carry them, with where each
     came from."""
-    from shardgen.engines.transformers_engine import TransformersEngine
+    from shardgen.engines.transformers.engine import TransformersEngine
     from shardgen.merge.provenance import provenance
 
     sent = []

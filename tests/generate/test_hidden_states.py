@@ -72,7 +72,7 @@ def test_every_turn_has_the_hf_forward_states_at_its_layers(make_config, write_j
 
 def test_float32_states_equal_the_hf_forward(make_config, write_jsonl, demo_model):
     """The engine's own float32 states, before storage: max abs difference <= 1e-5 at explicit layers."""
-    from shardgen.engines.transformers_hidden import turn_states
+    from shardgen.engines.transformers.hidden import turn_states
 
     model = AutoModelForCausalLM.from_pretrained(demo_model, dtype=torch.float32).eval()
     ids = list(range(5, 40))
@@ -82,7 +82,7 @@ def test_float32_states_equal_the_hf_forward(make_config, write_jsonl, demo_mode
 
 def test_last_before_norm_is_the_final_norms_input_not_hfs_last(demo_model):
     """speculators' last (vLLM's id L) is the final norm's input; HF's index L is that norm's output (SpecForge's)."""
-    from shardgen.engines.transformers_hidden import final_norm, turn_states
+    from shardgen.engines.transformers.hidden import final_norm, turn_states
 
     model = AutoModelForCausalLM.from_pretrained(demo_model, dtype=torch.float32).eval()
     ids, top = list(range(5, 40)), model.config.num_hidden_layers
@@ -168,6 +168,6 @@ def test_generate_refuses_a_shard_whose_states_do_not_fit_the_disk(make_config, 
 
 
 def test_the_sglang_backend_refuses_it_naming_the_key(make_config, write_jsonl):
-    # one GPU per engine: tensor parallelism fuses the hooked norms with the all-reduce (engines/sglang_hidden.py)
+    # one GPU per engine: tensor parallelism fuses the hooked norms with the all-reduce (engines/sglang/hidden.py)
     with pytest.raises(ConfigError, match="capture.hidden_states: the sglang backend"):
         config(make_config, write_jsonl, {"enabled": True}, engine={"backend": "sglang", "tp_size": 2})

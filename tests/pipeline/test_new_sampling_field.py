@@ -23,7 +23,7 @@ sys.path.insert(0, sys.argv[2])
 import pyarrow.parquet as pq
 from helpers import part_rows, run_merge, stage
 from shardgen.config import Config, ConfigError
-from shardgen.engines import transformers_engine
+from shardgen.engines.transformers import engine as cpu_engine
 from shardgen.merge.provenance import provenance
 
 raw = json.loads(open(sys.argv[1]).read())
@@ -32,13 +32,13 @@ try:
     refused = None
 except ConfigError as err:
     refused = str(err)
-sent, hf_sampling = [], transformers_engine.hf_sampling
+sent, hf_sampling = [], cpu_engine.hf_sampling
 
 def recording(request_sampling):
     sent.append(hf_sampling(request_sampling))
     return sent[-1]
 
-transformers_engine.hf_sampling = recording  # what HF generate is called with, per batch
+cpu_engine.hf_sampling = recording  # what HF generate is called with, per batch
 config = Config.from_dict(raw)
 layout = stage(config, 1)
 print(json.dumps({

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import shardgen
 from shardgen.config.sections import EngineConfig
-from shardgen.engines import EngineInfo, RunSettings, sglang_args, sglang_engine, sglang_running_cap, sglang_settings
-from shardgen.engines import sglang_versions, transformers_engine
+from shardgen.engines import EngineInfo, RunSettings
+from shardgen.engines.sglang import args, engine, running_cap, settings, versions
+from shardgen.engines.transformers import engine as cpu_engine
 
 PACKAGE = Path(shardgen.__file__).parent
 CHECKED = ("report", "generate")
@@ -20,13 +21,11 @@ CHECKED = ("report", "generate")
 def sglang_setting_names() -> set[str]:
     """SGLang's server arguments as shardgen passes, reads back and records them, its `engine.sglang` keys, and the
     old spellings its settings module still reads."""
-    names = {*sglang_args.LOGGED_FIELDS, *sglang_args.MEMORY_LAYOUT_ARGS, *sglang_engine.RESOLVED_KEYS,
-             *sglang_running_cap.USER_SIZING_ARGS, *sglang_versions.PREFILL_GRAPHS_OFF,
-             *sglang_settings.RENAMED, *sglang_settings.LIFTED_ARGS}
-    names |= {field for spelling in sglang_versions.SPELLINGS for field in (spelling.mamba_strategy,
-                                                                            spelling.graph_limit)}
+    names = {*args.LOGGED_FIELDS, *args.MEMORY_LAYOUT_ARGS, *engine.RESOLVED_KEYS, *running_cap.USER_SIZING_ARGS,
+             *versions.PREFILL_GRAPHS_OFF, *settings.RENAMED, *settings.LIFTED_ARGS}
+    names |= {field for spelling in versions.SPELLINGS for field in (spelling.mamba_strategy, spelling.graph_limit)}
     neutral = {f.name for cls in (EngineConfig, RunSettings, EngineInfo) for f in dataclasses.fields(cls)}
-    return names - neutral - set(transformers_engine.KNOWN_ARGS)
+    return names - neutral - set(cpu_engine.KNOWN_ARGS)
 
 
 def named_in(text: str, names: set[str]) -> set[str]:

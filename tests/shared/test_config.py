@@ -2,7 +2,7 @@ import pytest
 import yaml
 
 from shardgen.config import Config, ConfigError
-from shardgen.engines.transformers_engine import check_args
+from shardgen.engines.transformers.engine import check_args
 
 from conftest import REPO, load_yaml_files
 

@@ -60,7 +60,7 @@ def test_the_gen_key_changes_with_the_generation_config_and_not_with_a_field_at_
 
 
 def test_the_cpu_engine_applies_every_field_under_its_generation_config_name():
-    from shardgen.engines.transformers_engine import hf_sampling
+    from shardgen.engines.transformers.engine import hf_sampling
     from shardgen.generate.turns import Sampling
     from dataclasses import fields
 

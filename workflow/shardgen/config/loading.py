@@ -99,7 +99,7 @@ class Config:
         applies_sampling)."""
         check_sampling(self.engine.backend, self.defaults.as_dict(), "defaults")
         if self.engine.backend == "sglang" and self.engine.tp_size > 1 and HiddenCapture.of(self):
-            # SGLang fuses the norms the hooks read with the all-reduce (engines/sglang_hidden.py)
+            # SGLang fuses the norms the hooks read with the all-reduce (engines/sglang/hidden.py)
             raise ConfigError(f"capture.hidden_states: the sglang backend captures on one GPU per engine (engine."
                               f"tp_size 1, not {self.engine.tp_size}); turn it off or set engine.tp_size 1")
         for i, source in enumerate(self.sources):

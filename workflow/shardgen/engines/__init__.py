@@ -1,9 +1,11 @@
-"""The engine interface every backend implements, and the registry that picks one by name and imports it only
+"""The engine interface every backend implements, and the registry that finds one by name and imports it only
 when asked. Callers start one with `session.open_engine`; other stages read an engine's `EngineInfo`, never a
-backend's own argument names. A new backend is one module here with a class that implements `Backend` (its
-constructor signature included), if it has settings of its own a light module for them (`BackendSettings`: its
-`engine.<name>` section), its conda env file under envs/, and one entry in BACKENDS (with the sampling fields it
-applies), from which the schema's backend choices, its `engine.<name>` sections and every rule's env are read."""
+backend's own argument names. A backend is a package here named as it is registered (`engines/<name>/`): its
+`engine` module holds a class that implements `Backend` (its constructor signature included), its `settings` module,
+if it has settings of its own, a light module for them (`BackendSettings`: its `engine.<name>` section). With its
+conda env file under envs/ and one entry in BACKENDS (with the sampling fields it applies), from which the schema's
+backend choices, its `engine.<name>` sections and every rule's env are read, that folder is the whole backend: only
+the registry imports inside it."""
 
 import importlib
 from functools import cache
@@ -20,8 +22,11 @@ from shardgen.engines.scoring import ScoreRequest, Scores
 
 @dataclass(frozen=True)
 class Registration:
-    engine: str  # "module:class" of the Backend: imported on first use (after the GPU lease, never in CI unless asked)
-    settings: str | None  # a module without heavy imports (BackendSettings), for a backend with its own settings
+    """A backend, found by its name: its package is `shardgen.engines.<name>` (`package`)."""
+    # the Backend class in its package's `engine` module: imported on first use (after the GPU lease, never in CI
+    # unless asked)
+    engine_class: str
+    has_settings: bool  # whether its package has a `settings` module (BackendSettings, no heavy imports)
     env: str  # its conda env file under envs/: every rule runs in it with --sdm conda
     # whether it applies a sampling field, known without importing it: a config asking for another fails at once
     applies_sampling: Callable[[sampling.SamplingField], bool]
@@ -30,10 +35,9 @@ class Registration:
 # SGLang takes these names in a request's sampling params; HF generate takes every key a generation config can set.
 SGLANG_SAMPLING = frozenset({"temperature", "top_p", "top_k", "min_p", "repetition_penalty"})
 BACKENDS = {
-    "sglang": Registration("shardgen.engines.sglang_engine:SGLangEngine", "shardgen.engines.sglang_settings",
-                           "shardgen-gpu.yaml", lambda field: field.name in SGLANG_SAMPLING),
-    "transformers": Registration("shardgen.engines.transformers_engine:TransformersEngine",
-                                 None, "shardgen-cpu.yaml", lambda field: field.generation_config is not None),
+    "sglang": Registration("SGLangEngine", True, "shardgen-gpu.yaml", lambda field: field.name in SGLANG_SAMPLING),
+    "transformers": Registration("TransformersEngine", False, "shardgen-cpu.yaml",
+                                 lambda field: field.generation_config is not None),
 }
 DEFAULT_BACKEND = "sglang"  # the schema's default for engine.backend
 
@@ -98,7 +102,7 @@ class EngineInfo:
             the driver keeps `engine.inflight` times this in flight.
         version: the backend library's version.
         gpu_name: the device's name (for the peaks table), None without CUDA.
-        startup: pool sizes read at start-up (`telemetry.parse_startup`'s facts).
+        startup: pool sizes read at start-up (the facts its log lines give: `LogLine.facts`).
         settings: the resolved settings, engine-neutral.
         record: the done file's `engine` section in the backend's own names; its keys are a contract.
     """
@@ -227,17 +231,22 @@ def numerics_of(record: dict, model_dir: Path) -> dict:
     return backend(record["backend"]).numerics(record, model_dir)
 
 
+def package(name: str) -> str:
+    """A registered backend's package: the folder engines/<name>/."""
+    return f"{__name__}.{name}"
+
+
 def backend(name: str) -> type[Backend]:
     """The registered backend class, imported now."""
     if name not in BACKENDS:
         raise ValueError(f"engine.backend: unknown backend {name!r} (registered: {', '.join(BACKENDS)})")
-    module, cls = BACKENDS[name].engine.split(":")
-    return getattr(importlib.import_module(module), cls)
+    return getattr(importlib.import_module(f"{package(name)}.engine"), BACKENDS[name].engine_class)
 
 
 def settings_modules() -> dict:
     """name -> settings module (BackendSettings) of each backend with settings of its own: light, no engine library."""
-    return {name: importlib.import_module(entry.settings) for name, entry in BACKENDS.items() if entry.settings}
+    return {name: importlib.import_module(f"{package(name)}.settings")
+            for name, entry in BACKENDS.items() if entry.has_settings}
 
 
 def create_engine(config, model, workdir: Path, *, device: str, watchdog=None, extra_sampling: dict | None = None,

@@ -1,5 +1,5 @@
 """A model's shape from its config.json: its layers, weights, the Mamba state one request holds and the KV cache one
-token takes. What an engine's memory pools hold (sglang_running_cap) and what a decode step moves (report/roofline)
+token takes. What an engine's memory pools hold (sglang/running_cap.py) and what a decode step moves (report/roofline)
 are both built on it. Nemotron-H layer patterns (M mamba2, * attention, - MLP, E MoE); a config without a pattern
 is read as a plain decoder (every layer attention + gated MLP). Norms and biases are left out (under 0.1%)."""
 

@@ -33,7 +33,7 @@ def check(config, layout: Layout, shard: int, todo: list) -> None:
         return
     num_layers, hidden_size = ModelShape.from_dir(Path(config.model.path)).decoder_size()
     if num_layers is None or hidden_size is None:
-        return  # the engine reads the model's own config (transformers_hidden.num_layers) and checks there
+        return  # the engine reads the model's own config (engines/transformers/hidden.py's num_layers) and checks there
     per_token = hidden.bytes_per_token(num_layers, hidden_size)  # a layer past the model: the config error
     conversations = {r.base_key for r in todo if hidden.wants(r.source)}
     if not conversations or config.capture.hidden_states.allow_short_disk:

@@ -105,7 +105,8 @@ AUDIT_TURNS = pa.schema([
 # chosen-token logprob, the argmax and the top-k ids and logprobs, at `temperature` (engines/scoring.Scores).
 AUDIT_SCORES = pa.schema([("gen_key", pa.string()), ("logprobs", TOKEN_LOGPROBS), ("argmax_ids", TOKENS),
                           ("top_ids", TOP_IDS), ("top_logprobs", TOP_LOGPROBS), ("temperature", pa.float64())])
-# SGLang's scheduler lines per interval (engines/telemetry.py parses them), plus our own "client" rows.
+# SGLang's scheduler lines per interval (engines/sglang/log_lines.py parses them), plus our own "client" rows; written
+# as a shard's telemetry parts by engines/telemetry.py.
 TELEMETRY = pa.schema([
     ("ts", pa.timestamp("ms", tz="UTC")), ("kind", pa.string()), ("running", pa.int32()), ("queue", pa.int32()),
     ("full_token_usage", pa.float64()), ("mamba_num", pa.int32()), ("mamba_usage", pa.float64()),

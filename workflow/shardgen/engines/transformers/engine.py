@@ -12,10 +12,10 @@ from pathlib import Path
 from shardgen.capture import Capture, HiddenCapture
 from shardgen.config import ConfigError
 from shardgen.config.sections import EngineConfig
-from shardgen.engines import (EngineInfo, LogLine, Request, Result, RunSettings, recorded_numerics, transformers_hidden,
-                             transformers_scoring)
+from shardgen.engines import EngineInfo, LogLine, Request, Result, RunSettings, recorded_numerics
 from shardgen.engines.advice import NoAdvice
 from shardgen.engines.scoring import ScoreRequest, Scores, temperature
+from shardgen.engines.transformers import hidden, scoring
 from shardgen.faults import engine_abort_marker
 from shardgen.sampling import FIELDS
 
@@ -151,7 +151,7 @@ class TransformersEngine(NoAdvice):
                     self.watchdog.progress()
 
     def score(self, requests: list[ScoreRequest], top_k: int) -> list[Scores]:
-        return transformers_scoring.score(self.model, requests, top_k, self.args["device"])
+        return scoring.score(self.model, requests, top_k, self.args["device"])
 
     def _take_batch(self) -> list:
         # HF generate takes one sampling config and one logits processor per call: batch requests that share a
@@ -184,7 +184,7 @@ class TransformersEngine(NoAdvice):
         captured = recorder.rows(out) if recorder else [{}] * len(requests)
         results = [self._result(r, out[i, width:].tolist(), captured[i]) for i, r in enumerate(requests)]
         if self.hidden:
-            transformers_hidden.attach(self.model, self.hidden, requests, results, self.args["device"])
+            hidden.attach(self.model, self.hidden, requests, results, self.args["device"])
         return results
 
     def _mode(self, request: Request) -> str | None:

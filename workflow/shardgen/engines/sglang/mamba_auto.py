@@ -2,7 +2,7 @@
 
 A prefix cache pays where requests reuse a prefix: a conversation regenerated `each_turn` sends its whole
 history again at every turn, and prompts may share a long common system prompt. Without that reuse it only costs:
-`no_radix` holds one mamba-state slot per running request against three for `no_buffer` (sglang_args'
+`no_radix` holds one mamba-state slot per running request against three for `no_buffer` (args.py's
 SLOTS_PER_REQUEST), so more requests run at once (on nh8b with a float32 state, 7,416 against 5,732 out tok/s at
 1,024 running: the README's tune paragraph).
 

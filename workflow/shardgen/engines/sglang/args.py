@@ -1,5 +1,5 @@
 """Map shardgen's engine config onto the installed SGLang's ServerArgs fields, under the names of its version
-(sglang_versions), and refuse an argument SGLang does not know before any engine starts; and read those fields back
+(versions.py), and refuse an argument SGLang does not know before any engine starts; and read those fields back
 from a log's ServerArgs line or a run's resolved arguments, under either name."""
 
 import difflib
@@ -8,8 +8,8 @@ import re
 from shardgen.config import ConfigError
 from shardgen.config.sections import EngineConfig
 from shardgen.engines import RunSettings
-from shardgen.engines.sglang_settings import mamba_strategy
-from shardgen.engines.sglang_versions import GRAPH_LIMIT_FIELDS, STRATEGY_FIELDS, Spelling, spelling, translate
+from shardgen.engines.sglang.settings import mamba_strategy
+from shardgen.engines.sglang.versions import GRAPH_LIMIT_FIELDS, STRATEGY_FIELDS, Spelling, spelling, translate
 
 SLOTS_PER_REQUEST = {"no_buffer": 3, "extra_buffer": 5, "extra_buffer_lazy": 4, "no_radix": 1}  # mamba pool slots
 # The engine.args that decide how GPU memory is split between the KV cache and the mamba state pool, and the

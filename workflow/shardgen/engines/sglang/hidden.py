@@ -23,10 +23,10 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from shardgen.capture import LAST_BEFORE_NORM, HiddenCapture
-from shardgen.engines.sglang_results import result_of
-from shardgen.engines.sglang_versions import spelling
+from shardgen.engines.sglang.results import result_of
+from shardgen.engines.sglang.versions import spelling
 
-HOOK_FACTORY = "shardgen.engines.sglang_hidden:hook"
+HOOK_FACTORY = f"{__name__}:hook"  # SGLang imports the factory by this dotted path in its scheduler
 PASS_PREFIX = "hidden-"  # a capture pass's rid: this prefix and its turn's rid; the hooks keep no other request's rows
 PASS_FOLDER = "hidden-pass"  # under the engine's workdir: the hooks' files, each read back and removed at once
 SHARED_MEMORY = Path("/dev/shm")

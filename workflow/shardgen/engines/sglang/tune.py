@@ -1,7 +1,7 @@
 """What `shardgen tune` varies on SGLang: the hybrid-Mamba memory layout (the strategy, the mamba pool's share, the
 running cap and the CUDA-graph limit) around the user's current settings. Settings are EngineConfig.as_dict()s."""
 
-from shardgen.engines.sglang_args import MEMORY_LAYOUT_ARGS
+from shardgen.engines.sglang.args import MEMORY_LAYOUT_ARGS
 
 POOLED_RATIO, POOLED_GRAPHS = 8.0, 512  # a mamba pool ~1.9x the default one, decode graphs up to the batch it allows
 

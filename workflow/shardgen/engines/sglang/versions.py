@@ -10,7 +10,7 @@ aliases through 0.5.17 and are gone in 0.5.23; as Engine keywords they are refus
 `no_buffer` also asserts that overlap scheduling is off where 0.5.13 turned it off itself.
 
 The same in the three wheels, read from their source: the strategies (`extra_buffer_lazy` is in 0.5.13.post1
-already) and the state slots each holds a running request (sglang_args.SLOTS_PER_REQUEST); the state pool: one slot
+already) and the state slots each holds a running request (args.SLOTS_PER_REQUEST); the state pool: one slot
 a request of max_running_requests (and one for padding) when the prefix cache is off and a cap is given,
 max_mamba_cache_size slots when that is given, else mamba_full_memory_ratio's share of memory (sgl-project/sglang#33004
 asked for the cap to size it under the prefix cache too; 0.5.23 does not, so shardgen passes max_mamba_cache_size
@@ -54,7 +54,7 @@ def _release(version: str) -> tuple[int, ...]:
 
 def spelling(version: str | None) -> Spelling:
     """The names of this SGLang version (its __version__). One that does not parse, or SGLang's 0.0.0.dev0 of a
-    source tree without build metadata, gets the newest names; sglang_args.check_known refuses any it lacks."""
+    source tree without build metadata, gets the newest names; args.check_known refuses any it lacks."""
     release = _release(version or "")
     if not any(release):
         return SPELLINGS[0]

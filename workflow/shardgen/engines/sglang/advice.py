@@ -4,7 +4,7 @@ diagnosis finds, the settings only SGLang has that would lift it (engine.args' s
 from collections.abc import Callable
 
 from shardgen.engines.advice import Bound, Pools
-from shardgen.engines.sglang_versions import GRAPH_LIMIT_FIELDS
+from shardgen.engines.sglang.versions import GRAPH_LIMIT_FIELDS
 
 GRAPH_LIMIT_NAMES = tuple(reversed(GRAPH_LIMIT_FIELDS))  # oldest first: the name most configs still write
 PREFIX_CACHE_OFF = "engine.sglang.mamba_strategy: no_radix"
@@ -12,7 +12,7 @@ STATE_IN_BFLOAT16 = "mamba_ssm_dtype: bfloat16"
 
 
 def pools(startup: dict) -> Pools:
-    """telemetry.parse_startup's facts: the KV pool's tokens and GB, the Mamba state pool's slots and GB."""
+    """log_lines.parse_startup's facts: the KV pool's tokens and GB, the Mamba state pool's slots and GB."""
     return Pools(kv_tokens=startup.get("kv_pool_tokens"), kv_gb=startup.get("kv_pool_gb"),
                  mamba_slots=startup.get("max_mamba_cache_size"), mamba_gb=startup.get("mamba_pool_gb"))
 

@@ -47,8 +47,8 @@ from dataclasses import asdict, dataclass, field
 
 from shardgen.config.sections import EngineConfig
 from shardgen.engines.model_shape import DTYPE_BYTES, ModelShape
-from shardgen.engines.sglang_args import SLOTS_PER_REQUEST, run_settings
-from shardgen.engines.sglang_settings import mamba_strategy
+from shardgen.engines.sglang.args import SLOTS_PER_REQUEST, run_settings
+from shardgen.engines.sglang.settings import mamba_strategy
 
 GIB, MIB = 1 << 30, 1 << 20
 # Per GPU, what the CUDA context and SGLang take before the weights and pools: 1.0-1.3 GiB on the H200 logs.

@@ -14,17 +14,18 @@ from pathlib import Path
 
 from shardgen.capture import Capture
 from shardgen.config.sections import EngineConfig
-from shardgen.engines import (EngineInfo, LogLine, Request, Result, mamba_auto, sglang_advice, sglang_running_cap,
-                              sglang_hidden, sglang_scoring, sglang_tune, telemetry)
-from shardgen.engines.sglang_settings import mamba_strategy, with_mamba_strategy
+from shardgen.engines import EngineInfo, LogLine, Request, Result, telemetry
 from shardgen.engines.kernel_cache import point_caches, resolve
 from shardgen.engines.logtap import LogTap
 from shardgen.engines.model_shape import ModelShape
 from shardgen.engines.retractions import Retractions
-from shardgen.engines.sglang_args import build_server_args, resolved_value, run_settings, server_arg_names
-from shardgen.engines.sglang_results import request_capture_args, result_of
-from shardgen.engines.sglang_versions import GRAPH_LIMIT_FIELDS, STRATEGY_FIELDS, untested
 from shardgen.engines.scoring import ScoreRequest, Scores
+from shardgen.engines.sglang import hidden, log_lines, mamba_auto, running_cap, scoring, tune
+from shardgen.engines.sglang.advice import advice, pools
+from shardgen.engines.sglang.args import build_server_args, resolved_value, run_settings, server_arg_names
+from shardgen.engines.sglang.results import request_capture_args, result_of
+from shardgen.engines.sglang.settings import mamba_strategy, with_mamba_strategy
+from shardgen.engines.sglang.versions import GRAPH_LIMIT_FIELDS, STRATEGY_FIELDS, untested
 
 log = logging.getLogger(__name__)
 RESOLVED_KEYS = ("max_running_requests", "max_total_tokens", "mem_fraction_static", "chunked_prefill_size",
@@ -38,8 +39,8 @@ OOM_MEMORY_STEP, OOM_CAP_FACTOR = 0.03, 0.75  # per out-of-memory death in a row
 
 
 class SGLangEngine:
-    tune_grid = staticmethod(sglang_tune.grid)  # what `shardgen tune` measures
-    pools, advice = staticmethod(sglang_advice.pools), staticmethod(sglang_advice.advice)  # `shardgen diagnose` asks
+    tune_grid = staticmethod(tune.grid)  # what `shardgen tune` measures
+    pools, advice = staticmethod(pools), staticmethod(advice)  # `shardgen diagnose` asks
 
     def __init__(self, config, model, workdir: Path, *, device: str = "cuda", watchdog=None,
                  extra_sampling: dict | None = None, work: Sequence[dict] = ()):
@@ -64,7 +65,7 @@ class SGLangEngine:
             engine = self._size_running_cap(engine, model_config, gpu_mib, work)
         if "prefill_max_requests" in names:
             engine = self._limit_prefill(engine, model_config, gpu_mib)
-        self.args, self.hidden = sglang_hidden.installed(config, model_config, workdir, version, build_server_args(
+        self.args, self.hidden = hidden.installed(config, model_config, workdir, version, build_server_args(
             engine, str(model.path), names, version, seed=config.seed, trust_remote_code=model.trust_remote_code))
         self.stop_ids, self.extra_sampling = model.stop_token_ids, extra_sampling or {}
         self.capture, self.watchdog, self.startup = Capture.of(config), watchdog, {}
@@ -102,8 +103,8 @@ class SGLangEngine:
 
     def _size_running_cap(self, engine: EngineConfig, model_config: dict, gpu_mib: float | None,
                           work: Sequence[dict]) -> EngineConfig:
-        """`auto`'s running cap, sized before the start: the pools cannot change once it runs (sglang_running_cap)."""
-        self.cap_auto = sglang_running_cap.choose(engine, model_config, work, gpu_mib)
+        """`auto`'s running cap, sized before the start: the pools cannot change once it runs (running_cap.py)."""
+        self.cap_auto = running_cap.choose(engine, model_config, work, gpu_mib)
         log.info("running cap auto: %s, as %s", self.cap_auto.max_running_requests or "SGLang's own",
                  self.cap_auto.why)
         if self.cap_auto.max_running_requests is None:
@@ -115,8 +116,8 @@ class SGLangEngine:
 
     def _limit_prefill(self, engine: EngineConfig, model_config: dict, gpu_mib: float | None) -> EngineConfig:
         """Under a prefix cache, at most as many admissions per prefill batch as their state copies fit beside the
-        static pools (sglang_running_cap.prefill_limit): the default run must not die out of memory there."""
-        self.prefill_auto = sglang_running_cap.prefill_limit(engine, model_config, gpu_mib)
+        static pools (running_cap.prefill_limit): the default run must not die out of memory there."""
+        self.prefill_auto = running_cap.prefill_limit(engine, model_config, gpu_mib)
         log.info("prefill limit auto: %s, as %s", self.prefill_auto.prefill_max_requests or "SGLang's own",
                  self.prefill_auto.why)
         if (limit := self.prefill_auto.prefill_max_requests) is None:
@@ -173,13 +174,13 @@ class SGLangEngine:
     def read_log_line(cls, line: str) -> LogLine:
         """A scheduler's batch line is a telemetry row, and progress where its decode generated tokens; else a
         retraction, a start-up line's pool sizes or settings, or an out-of-memory error."""
-        if row := telemetry.parse_line(line):
+        if row := log_lines.parse_line(line):
             return LogLine(row=row, progress=row["kind"] == "decode" and bool(row["gen_throughput"]))
         facts: dict = {}
-        telemetry.parse_startup(line, facts)
-        retraction = telemetry.parse_retraction(line)  # SGLang 0.4's said "Decode out of memory": not a death
-        return LogLine(facts=facts, settings=telemetry.parse_settings(line), retraction=retraction,
-                       out_of_memory=any(m in line for m in OOM_MARKERS) and not telemetry.RETRACT.search(line))
+        log_lines.parse_startup(line, facts)
+        retraction = log_lines.parse_retraction(line)  # SGLang 0.4's said "Decode out of memory": not a death
+        return LogLine(facts=facts, settings=log_lines.parse_settings(line), retraction=retraction,
+                       out_of_memory=any(m in line for m in OOM_MARKERS) and not log_lines.RETRACT.search(line))
 
     def _on_line(self, line: str) -> None:
         reading = self.read_log_line(line)
@@ -200,7 +201,7 @@ class SGLangEngine:
         result = self._kept(result_of(await self.engine.async_generate(
             input_ids=request.prompt_ids, sampling_params=sampling, rid=request.rid,
             **request_capture_args(self.capture, mode))), mode)
-        await sglang_hidden.attach(self.hidden, self.engine, request, result)  # a captured turn's states
+        await hidden.attach(self.hidden, self.engine, request, result)  # a captured turn's states
         self.telemetry.completed(len(result.output_ids))
         if self.watchdog:
             self.watchdog.progress()
@@ -221,11 +222,11 @@ class SGLangEngine:
         return dataclasses.replace(result, top_ids=None, top_logprobs=None) if mode == "signal" else result
 
     def score(self, requests: list[ScoreRequest], top_k: int) -> list[Scores]:
-        """Prefill only, in chunks of SGLang's batch call (engines/sglang_scoring.py)."""
+        """Prefill only, in chunks of SGLang's batch call (scoring.py)."""
         scored = []
-        for chunk in sglang_scoring.chunks(requests):
-            outputs = self.engine.generate(**sglang_scoring.generate_args(chunk, top_k))
-            scored += [sglang_scoring.scores_of(r, out["meta_info"], top_k) for r, out in zip(chunk, outputs)]
+        for chunk in scoring.chunks(requests):
+            outputs = self.engine.generate(**scoring.generate_args(chunk, top_k))
+            scored += [scoring.scores_of(r, out["meta_info"], top_k) for r, out in zip(chunk, outputs)]
         return scored
 
     def flush_telemetry(self) -> None:

@@ -39,7 +39,7 @@ def scores_of(request: ScoreRequest, meta: dict, top_k: int) -> Scores:
     if ids != request.target_ids or len(top) != n:
         raise RuntimeError(f"{request.rid}: SGLang's input logprobs do not end with the target's {n} tokens (their "
                            f"ids {ids[:8]}..., the target's {request.target_ids[:8]}..., {len(top)} top-logprob "
-                           "rows): its alignment differs from the one sglang_scoring assumes")
+                           "rows): its alignment differs from the one shardgen's SGLang scoring assumes")
     if any(entry[0] is None for entry in chosen):
         raise RuntimeError(f"{request.rid}: SGLang gave a target token no logprob (logprob_start_len too late)")
     top = [list(position or ()) for position in top]
