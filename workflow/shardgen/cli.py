@@ -152,6 +152,7 @@ def _output_to(log: str | None):
     sys.stdout.flush()
     sys.stderr.flush()
     saved = os.dup(1), os.dup(2)
+    os.makedirs(os.path.dirname(log) or ".", exist_ok=True)  # by hand, before any step made results/logs/
     target = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     os.dup2(target, 1)
     os.dup2(target, 2)
