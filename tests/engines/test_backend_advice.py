@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from shardgen.engines import BACKENDS, Registration, backend, package
+from shardgen.engines.registry import BACKENDS, Registration, backend, package
 from shardgen.engines.advice import BOUNDS, Bound, Pools
 from shardgen.engines.sglang.engine import SGLangEngine
 from shardgen.report.diagnose import diagnose, read_log

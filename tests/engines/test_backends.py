@@ -8,7 +8,8 @@ import sys
 import pytest
 
 from shardgen.config import Config
-from shardgen.engines import BACKENDS, EngineInfo, RunSettings, backend, info_from_record
+from shardgen.engines import EngineInfo, RunSettings
+from shardgen.engines.registry import BACKENDS, backend, info_from_record
 
 
 def engine_config(**engine):
@@ -17,7 +18,7 @@ def engine_config(**engine):
 
 
 def test_backends_are_imported_only_when_asked_for():
-    code = ("import sys, shardgen.engines as e, shardgen.generate.attempts, shardgen.report.diagnose, "
+    code = ("import sys, shardgen.engines.registry as e, shardgen.generate.attempts, shardgen.report.diagnose, "
             "shardgen.tune.report\n"
             "def loaded(): return sorted(m for m in sys.modules if m.split('.')[0] in ('sglang', 'torch', "
             "'transformers') or m.startswith('shardgen.engines.') and m.endswith('.engine'))\n"

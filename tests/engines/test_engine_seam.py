@@ -13,7 +13,8 @@ import pytest
 import shardgen
 from shardgen.config import schema as config_schema
 from shardgen.config import Config, ConfigError
-from shardgen.engines import BACKENDS, LogLine, Registration, backend, package
+from shardgen.engines import LogLine
+from shardgen.engines.registry import BACKENDS, Registration, backend, package
 from shardgen.engines.watchdog import Watchdog
 
 PACKAGE = Path(shardgen.__file__).parent

@@ -8,7 +8,8 @@ the scheduler's logger as every "Decode batch" line is); the SGLang 0.4 lines ar
 
 import pytest
 
-from shardgen.engines import LogLine, backend
+from shardgen.engines import LogLine
+from shardgen.engines.registry import backend
 from shardgen.engines.retractions import Retraction, Retractions
 from shardgen.engines.sglang.log_lines import parse_retraction
 from shardgen.engines.watchdog import Watchdog

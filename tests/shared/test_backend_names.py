@@ -11,8 +11,8 @@ from pathlib import Path
 import shardgen
 from shardgen.config.sections import EngineConfig
 from shardgen.engines import EngineInfo, RunSettings
-from shardgen.engines.sglang import args, engine, running_cap, settings, versions
-from shardgen.engines.transformers import engine as cpu_engine
+from shardgen.engines.sglang import args, record, running_cap, settings, versions
+from shardgen.engines.transformers import args as cpu_args
 
 PACKAGE = Path(shardgen.__file__).parent
 CHECKED = ("report", "generate")
@@ -21,11 +21,11 @@ CHECKED = ("report", "generate")
 def sglang_setting_names() -> set[str]:
     """SGLang's server arguments as shardgen passes, reads back and records them, its `engine.sglang` keys, and the
     old spellings its settings module still reads."""
-    names = {*args.LOGGED_FIELDS, *args.MEMORY_LAYOUT_ARGS, *engine.RESOLVED_KEYS, *running_cap.USER_SIZING_ARGS,
+    names = {*args.LOGGED_FIELDS, *args.MEMORY_LAYOUT_ARGS, *record.RESOLVED_KEYS, *running_cap.USER_SIZING_ARGS,
              *versions.PREFILL_GRAPHS_OFF, *settings.RENAMED, *settings.LIFTED_ARGS}
     names |= {field for spelling in versions.SPELLINGS for field in (spelling.mamba_strategy, spelling.graph_limit)}
     neutral = {f.name for cls in (EngineConfig, RunSettings, EngineInfo) for f in dataclasses.fields(cls)}
-    return names - neutral - set(cpu_engine.KNOWN_ARGS)
+    return names - neutral - set(cpu_args.KNOWN_ARGS)
 
 
 def named_in(text: str, names: set[str]) -> set[str]:

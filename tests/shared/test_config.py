@@ -2,7 +2,7 @@ import pytest
 import yaml
 
 from shardgen.config import Config, ConfigError
-from shardgen.engines.transformers.engine import check_args
+from shardgen.engines.transformers.args import check_args
 
 from conftest import REPO, load_yaml_files
 
@@ -62,7 +62,7 @@ def _object_keys(node: dict, cls, where: str = "") -> list[str]:
     from dataclasses import fields, is_dataclass
     from typing import get_args, get_type_hints
 
-    from shardgen.engines import BACKENDS
+    from shardgen.engines.registry import BACKENDS
 
     props, hints = node.get("properties", {}), get_type_hints(cls)
     names = {f.name for f in fields(cls)} - {"raw"}

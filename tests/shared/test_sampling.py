@@ -60,7 +60,7 @@ def test_the_gen_key_changes_with_the_generation_config_and_not_with_a_field_at_
 
 
 def test_the_cpu_engine_applies_every_field_under_its_generation_config_name():
-    from shardgen.engines.transformers.engine import hf_sampling
+    from shardgen.engines.transformers.args import hf_sampling
     from shardgen.generate.turns import Sampling
     from dataclasses import fields
 
@@ -96,10 +96,10 @@ def test_a_backend_refuses_at_config_time_a_field_it_cannot_apply_and_is_not_sen
     that sets it fails once the model is read (the prompts stage's sampling_for)."""
     import dataclasses
 
-    from shardgen import engines
+    from shardgen.engines import registry
 
-    monkeypatch.setitem(engines.BACKENDS, "sglang", dataclasses.replace(
-        engines.BACKENDS["sglang"], applies_sampling=lambda field: field.name != "min_p"))
+    monkeypatch.setitem(registry.BACKENDS, "sglang", dataclasses.replace(
+        registry.BACKENDS["sglang"], applies_sampling=lambda field: field.name != "min_p"))
     sglang = {"model": {"path": "m"}, "engine": {"backend": "sglang"}}
     with pytest.raises(ConfigError, match=r"defaults: min_p 0\.05 cannot be applied by the sglang backend \(it "
                                           r"applies temperature, top_p, top_k, repetition_penalty\)"):
@@ -110,8 +110,8 @@ def test_a_backend_refuses_at_config_time_a_field_it_cannot_apply_and_is_not_sen
     assert config.sampling_for(config.sources[0], served(QWEN3))["min_p"] == 0.0
     request = {"max_new_tokens": 8, "temperature": 0.6, "top_p": 0.95, "top_k": 20, "min_p": 0.0,
                "repetition_penalty": 1.0}
-    assert engines.request_sampling("sglang", request) == {k: v for k, v in request.items() if k != "min_p"}
-    assert engines.request_sampling("transformers", request) == request
+    assert registry.request_sampling("sglang", request) == {k: v for k, v in request.items() if k != "min_p"}
+    assert registry.request_sampling("transformers", request) == request
     (tmp_path / "generation_config.json").write_text(json.dumps({"min_p": 0.1}))
     bare = Config.from_dict({**sglang, "sources": [SOURCE]})
     with pytest.raises(ConfigError, match=r"the model's generation_config\.json: min_p 0\.1 cannot be applied"):

@@ -7,7 +7,7 @@ from snakemake.utils import available_cpu_count
 
 from shardgen import ShardgenError
 from shardgen.config import Config
-from shardgen.engines import BACKENDS
+from shardgen.engines.registry import BACKENDS
 from shardgen.report.figures import FIGURES
 from shardgen.layout import SHARD_REGEX, SHARD_WILDCARD as SHARD, Layout, shard_ids
 from shardgen.run_start import prepare_run

@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 from shardgen.store import tables
 from shardgen.store.atomic import committed, write_text
 from shardgen.config import Config
-from shardgen.engines import numerics_of
+from shardgen.engines.registry import numerics_of
 from shardgen.engines.scoring import ScoreRequest
 from shardgen.engines.session import open_engine
 from shardgen.generate import gpu_lease

@@ -9,7 +9,7 @@ import re
 import yaml
 
 from shardgen.config import Config, ConfigError
-from shardgen.engines import backend
+from shardgen.engines.registry import backend
 
 OWN = "own"
 KEY = re.compile(r"[A-Za-z_][\w-]*(\.[A-Za-z_][\w-]*)*")

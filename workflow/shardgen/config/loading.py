@@ -11,7 +11,7 @@ import yaml
 
 from shardgen.store.atomic import write_text
 from shardgen.config.schema import ConfigError, validate
-from shardgen.engines import check_sampling
+from shardgen.engines.registry import check_sampling
 from shardgen.capture import HiddenCapture
 from shardgen.config.sections import (CaptureConfig, CheckpointConfig, EngineConfig, ExportsConfig, HardwareConfig,
                                       ModelConfig, PromptsConfig, SamplingDefaults, SourceConfig, build)

@@ -11,7 +11,7 @@ import yaml
 
 from shardgen import WORKFLOW_DIR, ConfigError
 from shardgen.capture import MAX_TOP_K
-from shardgen.engines import BACKENDS, DEFAULT_BACKEND, settings_modules
+from shardgen.engines.registry import BACKENDS, DEFAULT_BACKEND, settings_modules
 from shardgen.sampling import FIELDS
 
 SCHEMA_PATH = WORKFLOW_DIR / "schemas" / "config.schema.yaml"

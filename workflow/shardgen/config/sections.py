@@ -66,7 +66,7 @@ class CaptureConfig(Section):
 @dataclass(frozen=True)
 class EngineConfig(Section):
     """The engine section in no backend's terms, plus the chosen backend's own settings (`engine.<backend>`, its
-    schema in its settings module: shardgen.engines.BACKENDS)."""
+    schema in its settings module: shardgen.engines.registry.BACKENDS)."""
     backend: str
     memory_share: float
     max_running_requests: int | None

@@ -1,45 +1,17 @@
-"""The engine interface every backend implements, and the registry that finds one by name and imports it only
-when asked. Callers start one with `session.open_engine`; other stages read an engine's `EngineInfo`, never a
-backend's own argument names. A backend is a package here named as it is registered (`engines/<name>/`): its
-`engine` module holds a class that implements `Backend` (its constructor signature included), its `settings` module,
-if it has settings of its own, a light module for them (`BackendSettings`: its `engine.<name>` section). With its
-conda env file under envs/ and one entry in BACKENDS (with the sampling fields it applies), from which the schema's
-backend choices, its `engine.<name>` sections and every rule's env are read, that folder is the whole backend: only
-the registry imports inside it."""
+"""The engine interface every backend implements: a request and its result, what an engine ran with in no
+backend's words (`RunSettings`, `EngineInfo`), what a line of its log says (`LogLine`), and the protocols (`Engine`,
+`Backend`, `Tunable`, `BackendSettings`). Callers start an engine with `session.open_engine`; other stages read its
+`EngineInfo`, never a backend's own argument names. A backend is a package here, `engines/<name>/`, that the
+registry (`registry.py`) finds by its name; only the registry imports inside it."""
 
-import importlib
-from functools import cache
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from shardgen import ConfigError, sampling
 from shardgen.engines.advice import Advising
 from shardgen.engines.retractions import Retraction
 from shardgen.engines.scoring import ScoreRequest, Scores
-
-
-@dataclass(frozen=True)
-class Registration:
-    """A backend, found by its name: its package is `shardgen.engines.<name>` (`package`)."""
-    # the Backend class in its package's `engine` module: imported on first use (after the GPU lease, never in CI
-    # unless asked)
-    engine_class: str
-    has_settings: bool  # whether its package has a `settings` module (BackendSettings, no heavy imports)
-    env: str  # its conda env file under envs/: every rule runs in it with --sdm conda
-    # whether it applies a sampling field, known without importing it: a config asking for another fails at once
-    applies_sampling: Callable[[sampling.SamplingField], bool]
-
-
-# SGLang takes these names in a request's sampling params; HF generate takes every key a generation config can set.
-SGLANG_SAMPLING = frozenset({"temperature", "top_p", "top_k", "min_p", "repetition_penalty"})
-BACKENDS = {
-    "sglang": Registration("SGLangEngine", True, "shardgen-gpu.yaml", lambda field: field.name in SGLANG_SAMPLING),
-    "transformers": Registration("TransformersEngine", False, "shardgen-cpu.yaml",
-                                 lambda field: field.generation_config is not None),
-}
-DEFAULT_BACKEND = "sglang"  # the schema's default for engine.backend
 
 
 @dataclass
@@ -133,7 +105,7 @@ class Engine(Protocol):
 
 
 class Backend(Engine, Advising, Protocol):
-    """The class a backend module registers: its constructor starts an engine; the class methods need none. What
+    """The class in a backend's `engine` module: its constructor starts an engine; the class methods need none. What
     `shardgen diagnose` asks it (its pools, its advice) is engines/advice.py's `Advising`."""
 
     def __init__(self, config, model, workdir: Path, *, device: str, watchdog=None,
@@ -179,38 +151,12 @@ class Tunable(Protocol):
 
 
 class BackendSettings(Protocol):
-    """The light module a backend registers for the configuration: validation imports it, never the engine."""
+    """A backend's `settings` module, light, for the configuration: validation imports it, never the engine."""
     SCHEMA: dict  # the JSON schema of `engine.<name>`: this backend's own settings with their defaults
 
     def upgrade(self, engine: dict) -> list[str]:
         """Move this backend's old spellings in a raw `engine` section onto today's keys, in place: one line per
         key moved, saying what to write instead."""
-
-
-def check_sampling(backend: str, values: dict, where: str) -> None:
-    """Refuse a value of a sampling field `backend` cannot apply (a list: any of its values) away from the field's
-    neutral value; at neutral the field changes nothing, and its requests leave it out (request_sampling)."""
-    applies = BACKENDS[backend].applies_sampling
-    for declared in (f for f in sampling.FIELDS if not applies(f)):
-        given = values.get(declared.name)
-        if given is not None and any(v != declared.neutral for v in (given if isinstance(given, list) else [given])):
-            applied = ", ".join(f.name for f in sampling.FIELDS if applies(f))
-            raise ConfigError(f"{where}: {declared.name} {given} cannot be applied by the {backend} backend (it "
-                              f"applies {applied}); leave it out, set it to {declared.neutral} (no effect) or pick "
-                              "another engine.backend")
-
-
-def request_sampling(backend: str, values: dict) -> dict:
-    """A request's sampling as `backend` takes it: the fields it cannot apply left out (check_sampling let them
-    through only at their neutral value). An engine outside the registry (a test's fake) takes them all."""
-    left_out = _left_out(BACKENDS[backend]) if backend in BACKENDS else frozenset()
-    return {k: v for k, v in values.items() if k not in left_out}
-
-
-@cache
-def _left_out(registration: Registration) -> frozenset[str]:
-    """The sampling fields a backend cannot apply, worked out once (request_sampling runs for every request)."""
-    return frozenset(f.name for f in sampling.FIELDS if not registration.applies_sampling(f))
 
 
 def recorded_numerics(record: dict) -> dict:
@@ -222,39 +168,3 @@ def recorded_numerics(record: dict) -> dict:
     if missing := [name for name, dtype in dtypes.items() if dtype is None]:
         numerics["dtypes_note"] = record.get("dtypes_note") or f"{', '.join(missing)}: not recorded by this engine"
     return numerics
-
-
-def numerics_of(record: dict, model_dir: Path) -> dict:
-    """A done record's numerics as its backend reads them (a test's fake engine: by the dtypes its record names)."""
-    if record.get("backend") not in BACKENDS:
-        return recorded_numerics(record)
-    return backend(record["backend"]).numerics(record, model_dir)
-
-
-def package(name: str) -> str:
-    """A registered backend's package: the folder engines/<name>/."""
-    return f"{__name__}.{name}"
-
-
-def backend(name: str) -> type[Backend]:
-    """The registered backend class, imported now."""
-    if name not in BACKENDS:
-        raise ValueError(f"engine.backend: unknown backend {name!r} (registered: {', '.join(BACKENDS)})")
-    return getattr(importlib.import_module(f"{package(name)}.engine"), BACKENDS[name].engine_class)
-
-
-def settings_modules() -> dict:
-    """name -> settings module (BackendSettings) of each backend with settings of its own: light, no engine library."""
-    return {name: importlib.import_module(f"{package(name)}.settings")
-            for name, entry in BACKENDS.items() if entry.has_settings}
-
-
-def create_engine(config, model, workdir: Path, *, device: str, watchdog=None, extra_sampling: dict | None = None,
-                  work: Sequence[dict] = ()) -> Engine:
-    return backend(config.engine.backend)(config, model, workdir, device=device, watchdog=watchdog,
-                                          extra_sampling=extra_sampling, work=work)
-
-
-def info_from_record(record: dict) -> EngineInfo:
-    """A done file's `engine` section read back by the backend that wrote it."""
-    return backend(record["backend"]).info_from_record(record)

@@ -5,7 +5,8 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from shardgen.engines import Engine, create_engine
+from shardgen.engines import Engine
+from shardgen.engines.registry import create_engine
 from shardgen.engines.watchdog import OnEvent, Watchdog
 
 

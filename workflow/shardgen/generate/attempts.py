@@ -24,7 +24,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from shardgen.config.sections import EngineConfig
-from shardgen.engines import backend
+from shardgen.engines.registry import backend
 from shardgen.layout import attempts_path, heartbeat_path
 
 MAX_RESTARTS = 3

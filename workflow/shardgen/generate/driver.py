@@ -11,7 +11,8 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from shardgen.engines import Engine, Request, Result, request_sampling
+from shardgen.engines import Engine, Request, Result
+from shardgen.engines.registry import request_sampling
 from shardgen.faults import fault_point
 from shardgen.generate.checkpoint import PartWriter, part_row
 from shardgen.generate.turns import TurnRequest

@@ -22,7 +22,7 @@ def engine_numerics(engine: dict | None, model_dir: Path) -> dict:
     if not engine:
         return {"backend": None, "note": "this run of the shard generated nothing; the done file of the run that "
                                          "did is overwritten, so its engine is not recorded here"}
-    from shardgen.engines import numerics_of
+    from shardgen.engines.registry import numerics_of
 
     return numerics_of(engine, model_dir)
 

@@ -7,7 +7,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from shardgen import ShardgenError
-from shardgen.engines import DEFAULT_BACKEND
+from shardgen.engines.registry import DEFAULT_BACKEND
 from shardgen.layout import Layout
 from shardgen.report import efficiency
 from shardgen.report.diagnose_render import render

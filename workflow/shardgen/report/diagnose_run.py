@@ -7,7 +7,8 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from shardgen.engines import DEFAULT_BACKEND, RunSettings, backend, info_from_record
+from shardgen.engines import RunSettings
+from shardgen.engines.registry import DEFAULT_BACKEND, backend, info_from_record
 from shardgen.engines.advice import Bound, Pools
 from shardgen.engines.retractions import Retractions
 from shardgen.generate import checkpoint

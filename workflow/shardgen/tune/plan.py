@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 from shardgen.store import db
 from shardgen.store.atomic import committed, write_text
 from shardgen.config import Config, ConfigError
-from shardgen.engines import backend
+from shardgen.engines.registry import backend
 from shardgen.layout import Layout, TuneLayout
 
 log = logging.getLogger(__name__)

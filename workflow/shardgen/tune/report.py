@@ -11,7 +11,7 @@ from pathlib import Path
 import yaml
 
 from shardgen.store.atomic import write_text
-from shardgen.engines import backend
+from shardgen.engines.registry import backend
 from shardgen.layout import TuneLayout
 from shardgen.report.summary import markdown_table
 

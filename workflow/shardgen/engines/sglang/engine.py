@@ -14,33 +14,30 @@ from pathlib import Path
 
 from shardgen.capture import Capture
 from shardgen.config.sections import EngineConfig
-from shardgen.engines import EngineInfo, LogLine, Request, Result, telemetry
+from shardgen.engines import EngineInfo, Request, Result, telemetry
 from shardgen.engines.kernel_cache import point_caches, resolve
 from shardgen.engines.logtap import LogTap
-from shardgen.engines.model_shape import ModelShape
 from shardgen.engines.retractions import Retractions
 from shardgen.engines.scoring import ScoreRequest, Scores
 from shardgen.engines.sglang import hidden, log_lines, mamba_auto, running_cap, scoring, tune
 from shardgen.engines.sglang.advice import advice, pools
-from shardgen.engines.sglang.args import build_server_args, resolved_value, run_settings, server_arg_names
+from shardgen.engines.sglang.args import build_server_args, server_arg_names
+from shardgen.engines.sglang.record import RESOLVED_KEYS, info_from_record, numerics, numerics_changes, ran_with
 from shardgen.engines.sglang.results import request_capture_args, result_of
 from shardgen.engines.sglang.settings import mamba_strategy, with_mamba_strategy
-from shardgen.engines.sglang.versions import GRAPH_LIMIT_FIELDS, STRATEGY_FIELDS, untested
+from shardgen.engines.sglang.versions import untested
 
 log = logging.getLogger(__name__)
-RESOLVED_KEYS = ("max_running_requests", "max_total_tokens", "mem_fraction_static", "chunked_prefill_size",
-                 "max_prefill_tokens", "disable_radix_cache", "disable_overlap_schedule", *STRATEGY_FIELDS,
-                 "mamba_full_memory_ratio", "max_mamba_cache_size", "mamba_ssm_dtype", "kv_cache_dtype", "dtype",
-                 *GRAPH_LIMIT_FIELDS, "attention_backend", "page_size", "random_seed", "tp_size", "dp_size",
-                 "load_format", "schedule_policy", "version")
-SSM_STATE_DEFAULT = "float32"  # SGLang's SSM-state dtype when neither the model's config nor mamba_ssm_dtype sets one
-OOM_MARKERS = ("CUDA out of memory", "OutOfMemoryError", "out of memory")  # torch's words, and SGLang's
 OOM_MEMORY_STEP, OOM_CAP_FACTOR = 0.03, 0.75  # per out-of-memory death in a row: memory_share, running cap
 
 
 class SGLangEngine:
     tune_grid = staticmethod(tune.grid)  # what `shardgen tune` measures
     pools, advice = staticmethod(pools), staticmethod(advice)  # `shardgen diagnose` asks
+    read_log_line = staticmethod(log_lines.read)  # the watchdog, the done record and `shardgen diagnose` ask
+    # a done record read back, and what in a config's settings changes the numbers (record.py: no engine needed)
+    info_from_record, ran_with = staticmethod(info_from_record), staticmethod(ran_with)
+    numerics, numerics_changes = staticmethod(numerics), staticmethod(numerics_changes)
 
     def __init__(self, config, model, workdir: Path, *, device: str = "cuda", watchdog=None,
                  extra_sampling: dict | None = None, work: Sequence[dict] = ()):
@@ -125,19 +122,6 @@ class SGLangEngine:
         return dataclasses.replace(engine, args={**engine.args, "prefill_max_requests": limit})
 
     @classmethod
-    def info_from_record(cls, record: dict) -> EngineInfo:
-        return EngineInfo("sglang", record["max_running_requests"], record.get("version"), record.get("gpu_name"),
-                          record.get("startup") or {},
-                          # what was asked, overridden by what SGLang resolved (dtypes it was not asked about)
-                          run_settings({**(record.get("server_args") or {}), **(record.get("resolved") or {})}),
-                          record)
-
-    @classmethod
-    def ran_with(cls, record: dict, arg: str):
-        """The value the engine of a done record ran with for the engine.args key `arg` (either spelling)."""
-        return resolved_value(record.get("resolved") or {}, arg)
-
-    @classmethod
     def after_oom(cls, engine: EngineConfig, ooms: int, last_cap: int | None) -> EngineConfig:
         """Less static memory and a lower running cap, a step per death: SGLang sizes its KV and mamba pools
         from memory_share (its mem_fraction_static), and the cap bounds what one decode step allocates beside them."""
@@ -145,42 +129,6 @@ class SGLangEngine:
         return dataclasses.replace(
             engine, memory_share=round(engine.memory_share - OOM_MEMORY_STEP * ooms, 4),
             max_running_requests=max(1, int(cap * OOM_CAP_FACTOR ** ooms)) if cap else None)
-
-    @classmethod
-    def numerics_changes(cls, engine: dict, model_path) -> list[str]:
-        """A bfloat16 (or any other) SSM state where the model's config or SGLang's default keeps another, and an
-        fp8 KV cache: both change what the model computes, so the data would not be what it serves."""
-        config_path = Path(model_path) / "config.json"
-        model = json.loads(config_path.read_text()) if config_path.exists() else {}
-        args, changes = engine.get("args") or {}, []
-        state = args.get("mamba_ssm_dtype")
-        native = model.get("mamba_ssm_dtype") or SSM_STATE_DEFAULT
-        if state and str(state).removeprefix("torch.") != native:
-            changes.append(f"mamba_ssm_dtype {state} (the model's SSM state is {native})")
-        if str(args.get("kv_cache_dtype") or "").startswith("fp8"):
-            changes.append(f"kv_cache_dtype {args['kv_cache_dtype']} (attention keys and values quantized)")
-        return changes
-
-    @classmethod
-    def numerics(cls, record: dict, model_dir: Path) -> dict:
-        """The dtypes it ran with (those SGLang was not asked about are the model's own), its version, attention
-        kernels and GPU."""
-        info = cls.info_from_record(record)
-        dtypes = ModelShape.from_dir(model_dir).dtypes(info.settings)
-        return {"backend": info.backend, "version": info.version, **dtypes,
-                "attention_backend": info.settings.attention_backend, "gpu_name": info.gpu_name}
-
-    @classmethod
-    def read_log_line(cls, line: str) -> LogLine:
-        """A scheduler's batch line is a telemetry row, and progress where its decode generated tokens; else a
-        retraction, a start-up line's pool sizes or settings, or an out-of-memory error."""
-        if row := log_lines.parse_line(line):
-            return LogLine(row=row, progress=row["kind"] == "decode" and bool(row["gen_throughput"]))
-        facts: dict = {}
-        log_lines.parse_startup(line, facts)
-        retraction = log_lines.parse_retraction(line)  # SGLang 0.4's said "Decode out of memory": not a death
-        return LogLine(facts=facts, settings=log_lines.parse_settings(line), retraction=retraction,
-                       out_of_memory=any(m in line for m in OOM_MARKERS) and not log_lines.RETRACT.search(line))
 
     def _on_line(self, line: str) -> None:
         reading = self.read_log_line(line)

@@ -1,11 +1,12 @@
-"""SGLang's scheduler log lines, parsed (what `SGLangEngine.read_log_line` says of a line): periodic "Decode
-batch"/"Prefill batch" lines become telemetry rows (the schema is tables.TELEMETRY; engines/telemetry.py commits
-them), start-up lines become the pool sizes that cap concurrency, a retraction line a Retraction."""
+"""SGLang's log lines, read (`read`: what `SGLangEngine.read_log_line` says of a line): the scheduler's periodic
+"Decode batch"/"Prefill batch" lines become telemetry rows (the schema is tables.TELEMETRY; engines/telemetry.py
+commits them), start-up lines the pool sizes that cap concurrency and the settings it runs with, a retraction line
+a Retraction, torch's and SGLang's out-of-memory words a death."""
 
 import re
 from datetime import datetime, timezone
 
-from shardgen.engines import RunSettings
+from shardgen.engines import LogLine, RunSettings
 from shardgen.engines.retractions import Retraction
 from shardgen.engines.sglang.args import logged_server_args, run_settings
 
@@ -42,6 +43,7 @@ RETRACT = re.compile(r"(?:KV cache pool is full\. Retract requests\.|Decode out 
 # Every tensor-parallel rank's scheduler logs the same retraction, its prefix naming the rank ("[... TP3] "): only
 # rank 0's line (or an untagged one, tp_size 1) counts. Data-parallel ranks (DP<n>) retract each in its own pool.
 OTHER_TP_RANK = re.compile(r"^\[[^\]]* TP(?!0\b)\d+\b")
+OOM_MARKERS = ("CUDA out of memory", "OutOfMemoryError", "out of memory")  # torch's words, and SGLang's
 
 
 def _ts(text: str) -> datetime:
@@ -92,3 +94,15 @@ def parse_settings(line: str) -> RunSettings | None:
     """The settings a `server_args=ServerArgs(...)` start-up line names, else None."""
     logged = logged_server_args(line)
     return run_settings(logged) if logged is not None else None
+
+
+def read(line: str) -> LogLine:
+    """A scheduler's batch line is a telemetry row, and progress where its decode generated tokens; else a
+    retraction, a start-up line's pool sizes or settings, or an out-of-memory error."""
+    if row := parse_line(line):
+        return LogLine(row=row, progress=row["kind"] == "decode" and bool(row["gen_throughput"]))
+    facts: dict = {}
+    parse_startup(line, facts)
+    retraction = parse_retraction(line)  # SGLang 0.4's said "Decode out of memory": not a death
+    return LogLine(facts=facts, settings=parse_settings(line), retraction=retraction,
+                   out_of_memory=any(m in line for m in OOM_MARKERS) and not RETRACT.search(line))

@@ -13,7 +13,7 @@ Old spelling -> today's key (a warning says so each time a file uses it):
 
 import dataclasses
 
-from shardgen.engines import DEFAULT_BACKEND
+from shardgen.engines.registry import DEFAULT_BACKEND
 
 STRATEGIES = ("no_buffer", "extra_buffer", "extra_buffer_lazy", "no_radix", "auto")
 SCHEMA = {

@@ -10,44 +10,19 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from shardgen.capture import Capture, HiddenCapture
-from shardgen.config import ConfigError
 from shardgen.config.sections import EngineConfig
 from shardgen.engines import EngineInfo, LogLine, Request, Result, RunSettings, recorded_numerics
 from shardgen.engines.advice import NoAdvice
 from shardgen.engines.scoring import ScoreRequest, Scores, temperature
 from shardgen.engines.transformers import hidden, scoring
+from shardgen.engines.transformers.args import check_args, hf_sampling
+from shardgen.engines.transformers.recorder import logprob_recorder
 from shardgen.faults import engine_abort_marker
-from shardgen.sampling import FIELDS
 
 log = logging.getLogger(__name__)
 DEFAULT_BATCH = 8
 # transformers warns that each Mamba op falls back to its PyTorch reference: on the CPU that is all there is
 logging.getLogger("transformers.integrations.hub_kernels").setLevel(logging.ERROR)
-KNOWN_ARGS = {"dtype": "float32"}  # engine.args this backend understands, with their defaults
-
-
-def check_args(args: dict) -> dict:
-    if unknown := sorted(set(args) - set(KNOWN_ARGS)):
-        raise ConfigError(f"engine.args: {unknown} not understood by the transformers backend "
-                          f"(it takes {sorted(KNOWN_ARGS)}); SGLang arguments belong in config.yaml, not the demo")
-    return {**KNOWN_ARGS, **args}
-
-
-def hf_sampling(sampling: dict) -> dict:
-    """A request's sampling as HF generate's arguments (each field under its generation-config name). Every one is
-    given, so the model's own generation config never fills a value in behind the request's back; greedy
-    (temperature 0) leaves out the fields it goes without (SamplingField.greedy_ignores)."""
-    sample = sampling["temperature"] > 0
-    args = {}
-    # what it applies (the backend registry's applies_sampling)
-    for field in (f for f in FIELDS if f.generation_config):
-        value = sampling[field.name]
-        if sample and value == field.neutral and field.generation_config_off is not None:
-            value = field.generation_config_off  # the engines' off (top_k -1) in HF's terms (0)
-        args[field.generation_config] = value if sample or not field.greedy_ignores else None
-    return {**args, "do_sample": sample, "max_new_tokens": sampling["max_new_tokens"]}
-
-
 class TransformersEngine(NoAdvice):
     def __init__(self, config, model, workdir: Path, *, device: str = "cpu", watchdog=None,
                  extra_sampling: dict | None = None, work: Sequence[dict] = ()):
@@ -176,7 +151,8 @@ class TransformersEngine(NoAdvice):
             ids[i, width - len(r.prompt_ids):] = torch.tensor(r.prompt_ids)
             mask[i, width - len(r.prompt_ids):] = 1
         mode = self._mode(requests[0])
-        recorder = self._recorder(temperature(requests[0].sampling), mode) if mode else None
+        at = temperature(requests[0].sampling)
+        recorder = logprob_recorder(at, mode, self.capture.top_k) if mode else None
         with torch.inference_mode():
             out = self.model.generate(ids, attention_mask=mask, **hf_sampling(requests[0].sampling),
                                       eos_token_id=sorted(self.stop_ids), pad_token_id=self.pad_id,
@@ -190,45 +166,6 @@ class TransformersEngine(NoAdvice):
     def _mode(self, request: Request) -> str | None:
         """What the request asks for (capture.Capture.mode): tokens, signal or nothing."""
         return self.capture.mode(request.source) if self.capture else None
-
-    def _recorder(self, at: float, mode: str):
-        """A logits processor that records the capture (shardgen.capture: what a logprob is). HF runs the
-        processors it is given after its own (the repetition penalty) and before the warpers (temperature, top-k,
-        top-p, min-p): it sees the logits SGLang's sampler starts from, and divides them by the temperature itself
-        (`at`: scoring.temperature, greedy 1). Memory: one [batch, vocab] row of logprobs at a time, and k entries
-        per token. For the signal alone (`mode` signal), the chosen token's logprobs only."""
-        from transformers import LogitsProcessor
-
-        torch, k = self.torch, self.capture.top_k if mode == "tokens" else 0
-
-        class Recorder(LogitsProcessor):
-            def __init__(self):
-                self.chosen, self.top_ids, self.top_logprobs, self.last = [], [], [], None
-
-            def __call__(self, input_ids, scores):
-                if self.last is not None:  # the token chosen at the step before is input_ids' last
-                    self.chosen.append(self.last.gather(1, input_ids[:, -1:]).squeeze(1))
-                self.last = torch.log_softmax(scores.float() / at, dim=-1)
-                if k:
-                    values, ids = self.last.topk(min(k, self.last.shape[-1]), dim=-1)
-                    self.top_ids.append(ids)
-                    self.top_logprobs.append(values)
-                return scores
-
-            def rows(self, sequences) -> list[dict]:
-                """Per batch row: the Result capture fields over every step generated (cut to its output later)."""
-                if self.last is not None:
-                    self.chosen.append(self.last.gather(1, sequences[:, -1:]).squeeze(1))
-                chosen = torch.stack(self.chosen, 1).tolist() if self.chosen else [[] for _ in sequences]
-                steps = len(self.chosen)
-                no_top = [[[] for _ in range(steps)]] * len(sequences)
-                ids = torch.stack(self.top_ids, 1).tolist() if k and steps else no_top
-                lps = torch.stack(self.top_logprobs, 1).tolist() if k and steps else ids
-                if mode == "signal":  # no top-k lists: capture.signal_only
-                    return [{"logprobs": c} for c in chosen]
-                return [{"logprobs": c, "top_ids": i, "top_logprobs": lp} for c, i, lp in zip(chosen, ids, lps)]
-
-        return Recorder()
 
     def _result(self, request: Request, generated: list[int], captured: dict | None = None) -> Result:
         if (marker := engine_abort_marker()) and marker in self.model_info.decode(request.prompt_ids):
