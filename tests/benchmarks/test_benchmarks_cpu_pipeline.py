@@ -1,4 +1,4 @@
-"""benchmarks/cpu_pipeline.py's prompts part on a few hundred rows: every stage and the floor process run against
+"""benchmarks/cpu/cpu_pipeline.py's prompts part on a few hundred rows: every stage and the floor process run against
 today's tables (the floor builds prompts rows by hand: a new column must reach it), and the saved JSON holds the
 figures benchmarks/README.md reports."""
 
@@ -15,7 +15,7 @@ from conftest import REPO
 def test_prompts_part_measures_each_worker_count_against_the_floor(tmp_path):
     saved = tmp_path / "cpu_pipeline.json"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "workflow"), os.environ.get("PYTHONPATH", "")])}
-    subprocess.run([sys.executable, str(REPO / "benchmarks" / "cpu_pipeline.py"), "--parts", "prompts",
+    subprocess.run([sys.executable, str(REPO / "benchmarks" / "cpu" / "cpu_pipeline.py"), "--parts", "prompts",
                     "--rows", "600", "--workers", "1,2", "--component-rows", "200", "--tokenizers", "demo",
                     "--workdir", str(tmp_path / "work"), "--save", str(saved)], env=env, check=True,
                    stdout=subprocess.DEVNULL)

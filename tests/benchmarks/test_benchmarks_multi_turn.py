@@ -1,5 +1,5 @@
-"""benchmarks/multi_turn.py on the CPU demo engine: `make` gives a config the schema accepts, and the single_turn arm
-sends exactly the each_turn arm's prompt_ids and limits, turn by turn, as independent requests."""
+"""benchmarks/engine/multi_turn.py on the CPU demo engine: `make` gives a config the schema accepts, and the
+single_turn arm sends exactly the each_turn arm's prompt_ids and limits, turn by turn, as independent requests."""
 
 import importlib.util
 import json
@@ -12,7 +12,7 @@ from shardgen.layout import Layout
 
 
 def _script():
-    spec = importlib.util.spec_from_file_location("multi_turn", REPO / "benchmarks" / "multi_turn.py")
+    spec = importlib.util.spec_from_file_location("multi_turn", REPO / "benchmarks" / "engine" / "multi_turn.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

@@ -4,6 +4,7 @@ run, `shardgen status` timed on a few parts, and variable_length's workload buil
 
 import importlib.util
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -15,8 +16,10 @@ from conftest import REPO
 
 from shardgen.config import Config
 
-SCRIPTS = sorted((REPO / "benchmarks").glob("*.py"))
-RUN = REPO / "benchmarks" / "results" / "2026-12-03-h200-variable-length.json"
+BENCHMARKS = REPO / "benchmarks"
+SCRIPTS = sorted(BENCHMARKS.glob("*/*.py"))  # one folder per thing measured: engine/, capture/, workflow/, cpu/
+SESSIONS = sorted((BENCHMARKS / "sessions").glob("*.sh"))
+RUN = BENCHMARKS / "results" / "2026-12-03-h200-variable-length.json"
 
 
 def bench(*args, cwd=REPO) -> subprocess.CompletedProcess:
@@ -24,7 +27,7 @@ def bench(*args, cwd=REPO) -> subprocess.CompletedProcess:
                           check=True)
 
 
-@pytest.mark.parametrize("script", SCRIPTS, ids=[s.stem for s in SCRIPTS])
+@pytest.mark.parametrize("script", SCRIPTS, ids=[f"{s.parent.name}/{s.stem}" for s in SCRIPTS])
 def test_every_benchmark_script_imports(script, monkeypatch):
     monkeypatch.syspath_prepend(str(script.parent))  # as when run: a script imports its siblings (bench_data)
     spec = importlib.util.spec_from_file_location(f"bench_{script.stem}", script)
@@ -34,9 +37,21 @@ def test_every_benchmark_script_imports(script, monkeypatch):
     assert callable(getattr(module, "write_source" if script.stem == "bench_data" else "main", None)), script.name
 
 
+@pytest.mark.parametrize("session", SESSIONS, ids=[s.stem for s in SESSIONS])
+def test_every_gpu_session_parses_shares_the_driver_and_names_scripts_that_exist(session):
+    """A session runs on the GPU machine from the repo root (`bash benchmarks/sessions/NAME.sh STEP`): it parses, the
+    one driver sets its machine up, and every benchmark it runs is where it names it."""
+    subprocess.run(["bash", "-n", str(session)], check=True)
+    text = session.read_text()
+    if session.name != "driver.sh":  # the driver is sourced, never run; each session says how it is run
+        assert "source benchmarks/sessions/driver.sh" in text and f"bash benchmarks/sessions/{session.name}" in text
+    named = set(re.findall(r"benchmarks/[a-z0-9_/]+\.(?:py|sh)", text))
+    assert named and sorted(name for name in named if not (REPO / name).is_file()) == []
+
+
 def test_shard_balance_replays_the_committed_run(tmp_path):
     out = tmp_path / "balance.json"
-    bench(REPO / "benchmarks" / "shard_balance.py", "--run", RUN, "--out", out)
+    bench(BENCHMARKS / "workflow" / "shard_balance.py", "--run", RUN, "--out", out)
     result = json.loads(out.read_text())
     assert result["as_run"]["requests"] == 2690 and result["resampled_x8"]["requests"] == 8 * 2690
     assert len(result["as_run"]["finish_s"]) == 8 and result["as_run"]["slowest_over_mean"] >= 1.0
@@ -44,13 +59,13 @@ def test_shard_balance_replays_the_committed_run(tmp_path):
 
 def test_plot_running_draws_the_committed_run(tmp_path):
     run = shutil.copy(RUN, tmp_path / RUN.name)
-    bench(REPO / "benchmarks" / "plot_running.py", run)
+    bench(BENCHMARKS / "engine" / "plot_running.py", run)
     assert (tmp_path / (RUN.stem + "-running.png")).stat().st_size > 0
 
 
 def test_status_benchmark_on_a_few_parts(tmp_path):
     out = tmp_path / "status.json"
-    proc = bench(REPO / "benchmarks" / "status.py", "--shards", 2, "--parts", 3, "--repeats", 2, "--save", out)
+    proc = bench(BENCHMARKS / "workflow" / "status.py", "--shards", 2, "--parts", 3, "--repeats", 2, "--save", out)
     result = json.loads(out.read_text())
     assert json.loads(proc.stdout.splitlines()[-1]) == result  # what it prints is what it saves
     assert {k: result[k] for k in ("shards", "parts_per_shard", "rows_per_part", "goal_s")} == {
@@ -61,7 +76,7 @@ def test_status_benchmark_on_a_few_parts(tmp_path):
 
 
 def test_variable_length_make_writes_a_valid_config(tmp_path, demo_model):
-    bench(REPO / "benchmarks" / "variable_length.py", "make", "--out", tmp_path / "w", "--model", demo_model,
+    bench(BENCHMARKS / "engine" / "variable_length.py", "make", "--out", tmp_path / "w", "--model", demo_model,
           "--scale", 0.01)
     raw = yaml.safe_load((tmp_path / "w" / "config.yaml").read_text())
     config = Config.from_dict(raw)
@@ -69,9 +84,10 @@ def test_variable_length_make_writes_a_valid_config(tmp_path, demo_model):
 
 
 def test_hidden_states_cpu_runs_its_arms_and_matches_its_forecast(tmp_path):
-    """benchmarks/hidden_states_cpu.py on 2 rows: every arm, the same tokens in each, bytes within 5% of forecast."""
+    """benchmarks/capture/hidden_states_cpu.py on 2 rows: every arm, the same tokens in each, bytes within 5% of
+    forecast."""
     out = tmp_path / "hidden.json"
-    bench(REPO / "benchmarks" / "hidden_states_cpu.py", "--workdir", tmp_path / "work", "--rows", "2", "--save", out)
+    bench(BENCHMARKS / "capture" / "hidden_states_cpu.py", "--workdir", tmp_path / "work", "--rows", "2", "--save", out)
     arms = {a["arm"]: a for a in json.loads(out.read_text())["arms"]}
     assert list(arms) == ["off", "bfloat16", "float8_e4m3fn"]
     assert len({a["output_tokens"] for a in arms.values()}) == 1 and all(len(a["wall_s"]) == 2 for a in arms.values())

@@ -1,6 +1,6 @@
 """Engine start and the first-run stall, with engine.cache_dir cold or warm: one engine per call (one process).
 
-    python benchmarks/engine_start.py --config W/config.yaml --cache-dir C --label cold --out starts.json
+    python benchmarks/engine/engine_start.py --config W/config.yaml --cache-dir C --label cold --out starts.json
 
 Starts the benchmark's engine (variable_length.py's config) with its compiled-kernel caches in C, times the
 start (the constructor: process spawn, weights, memory pools, kernel compiles, CUDA-graph capture), then the same

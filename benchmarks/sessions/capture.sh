@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Capture and audit on one GPU (one lease, one kernel cache), behind benchmarks/results/*-capture-*:
-#   setsid bash benchmarks/capture_session.sh all > /root/res/session.log 2>&1 &   (from the repo root there)
-#   bash benchmarks/capture_session.sh collect                                      (copies what exists to $OUT)
+#   setsid bash benchmarks/sessions/capture.sh all > /root/res/session.log 2>&1 &   (from the repo root there)
+#   bash benchmarks/sessions/capture.sh collect                                      (copies what exists to $OUT)
 # all: the nh8b model (dummy weights, the shipped engine section plus load_format dummy and fa3), then
-#   cost: benchmarks/capture_cost.py on 512 chat prompts x 256 tokens: capture off and at k 0/20/64 on one engine,
-#     and the stop-token and prefill re-scoring checks (the cold start: it fills the kernel cache);
+#   cost: benchmarks/capture/capture_cost.py on 512 chat prompts x 256 tokens: capture off and at k 0/20/64 on one
+#     engine, and the stop-token and prefill re-scoring checks (the cold start: it fills the kernel cache);
 #   run: the workflow (`snakemake`) with `capture: {logprobs: true, top_k: 20}` on 300 prompts at temperature 1
 #     (so the audit's "against generation time" compares like with like whatever SGLang does with T on a
 #     prefill's logprobs; the cost step's re-scoring check measures that): the parts, the sidecar and the report's
@@ -14,15 +14,15 @@
 #   real (dummy weights give a uniform one, so `all`'s audit cannot see a numerics change), plus the CPU reference.
 # Each result is written under $RES as soon as it exists; a step that fails leaves its log and the next one runs.
 set -uo pipefail
-source benchmarks/gpu_session_common.sh
+source benchmarks/sessions/driver.sh
 W=${CAPTURE_DIR:-/root/capture}
 case "$1" in
   all)
     step setup
     python3 .gpu/kit/make_model.py /root/model --only nh8b --round-trip > /dev/null
-    python3 benchmarks/variable_length.py make --out $W/cost --model /root/model/nh8b --engine shipped \
+    python3 benchmarks/engine/variable_length.py make --out $W/cost --model /root/model/nh8b --engine shipped \
       --mix chat:512:256 > /dev/null
-    python3 benchmarks/variable_length.py make --out $W/run --model /root/model/nh8b --engine shipped \
+    python3 benchmarks/engine/variable_length.py make --out $W/run --model /root/model/nh8b --engine shipped \
       --mix chat:240:256,code:60:512 > /dev/null
     python3 - "$W" <<'EOF'
 import sys, yaml
@@ -39,7 +39,7 @@ yaml.safe_dump(cost, open(f"{w}/cost/config.yaml", "w"), sort_keys=False)
 EOF
     nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader > "$RES/gpu.txt"
     step cost
-    python3 benchmarks/capture_cost.py --config $W/cost/config.yaml --out "$RES/capture_cost.json" \
+    python3 benchmarks/capture/capture_cost.py --config $W/cost/config.yaml --out "$RES/capture_cost.json" \
       > "$RES/cost.out" 2> "$RES/cost.err"
     step run
     t0=$(date +%s)

@@ -3,7 +3,7 @@ the sidecar (`exports/turns.topk.parquet`, float16) and the capture columns of t
 chunk sizes; every committed part, a retried turn's superseded row included, so a little over), beside the
 layout's bytes before compression (2 + 6k a token in the sidecar, 4 + 8k in the parts).
 
-    python benchmarks/capture_disk.py --results results --out capture_disk.json
+    python benchmarks/capture/capture_disk.py --results results --out capture_disk.json
 """
 
 import argparse

@@ -3,7 +3,7 @@
 the run's actual duration (attempt start to last commit). Goal: within 10% at 10%.
 
     snakemake --configfile CONFIG results/split/shard-000.parquet     # prompts and split first
-    python benchmarks/eta_accuracy.py --config CONFIG [--shard 0]     # on the GPU machine: one H200, one shard
+    python benchmarks/workflow/eta_accuracy.py --config CONFIG [--shard 0]     # on the GPU machine: one H200, one shard
 
 The shard must not have been generated yet (`shardgen reset N` moves its parts aside).
 """
@@ -63,7 +63,7 @@ def main() -> None:
     ap.add_argument("--config", type=Path, required=True)
     ap.add_argument("--shard", type=int, default=0)
     ap.add_argument("--poll", type=float, default=1.0, help="seconds between status polls")
-    ap.add_argument("--save", type=Path, default=Path(__file__).parent / "results" / "eta_accuracy.json")
+    ap.add_argument("--save", type=Path, default=Path(__file__).parents[1] / "results" / "eta_accuracy.json")
     args = ap.parse_args()
     result = run(args.config, args.shard, args.poll)
     print(json.dumps(result, indent=1))

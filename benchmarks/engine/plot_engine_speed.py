@@ -1,8 +1,8 @@
 """Running requests, queue, KV usage and prompt tokens taken from the prefix cache over time, one column per arm,
-from the SGLang log lines an engine-speed session keeps (benchmarks/engine_speed_session.sh collect: *.err.gz and
+from the SGLang log lines an engine-speed session keeps (benchmarks/sessions/engine_speed.sh collect: *.err.gz and
 workflow-generate.log.gz, the Decode and Prefill batch lines only).
 
-    python benchmarks/plot_engine_speed.py OUT.png NAME=LOG.gz [NAME=LOG.gz ...]
+    python benchmarks/engine/plot_engine_speed.py OUT.png NAME=LOG.gz [NAME=LOG.gz ...]
 """
 
 import gzip

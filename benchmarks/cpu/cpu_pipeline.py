@@ -8,8 +8,8 @@ of the process and its workers; CPU = user + system of it and its workers):
   scale    split, merge (with the training export) and report at each --scale-rows, on a synthesized
            prompts.parquet and synthesized parts of ~256 output ids each (no generation).
 
-    python benchmarks/cpu_pipeline.py --rows 200000 --workers 1,2 --scale-rows 1000000,4000000
-    python benchmarks/cpu_pipeline.py --workers 1,4,8,16 --rows 1000000 --scale-rows 1000000,4000000  # 16 cores
+    python benchmarks/cpu/cpu_pipeline.py --rows 200000 --workers 1,2 --scale-rows 1000000,4000000
+    python benchmarks/cpu/cpu_pipeline.py --workers 1,4,8,16 --rows 1000000 --scale-rows 1000000,4000000  # 16 cores
 
 Prints a table and saves benchmarks/results/cpu_pipeline.json (with os.getloadavg() before and after each run).
 """
@@ -30,7 +30,7 @@ from pathlib import Path
 
 from bench_data import synthesize_parts, synthesize_prompts, train_bpe, write_source
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 CORPUS = REPO / "config" / "demo" / "corpus.txt"
 
 

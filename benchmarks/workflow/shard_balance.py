@@ -1,6 +1,6 @@
 """8-GPU shard balance on paper: replay the one-GPU run's requests over 8 shards and predict each shard's finish.
 
-    python benchmarks/shard_balance.py --run benchmarks/results/2026-12-03-h200-variable-length.json
+    python benchmarks/workflow/shard_balance.py --run benchmarks/results/2026-12-03-h200-variable-length.json
 
 Each request's decode time is its completion tokens at the run's median step rate (one token per running request
 per step, as the scheduler's decode lines give it); shards come from shardgen's own split (heaviest first onto the

@@ -1,12 +1,12 @@
-"""Write benchmarks/data/prompts.jsonl (committed): 3,000 chat prompts of realistic, varied length (20-300 words,
-like instruction datasets), the fixed input of gpu_throughput.py."""
+"""Write benchmarks/engine/data/prompts.jsonl (committed): 3,000 chat prompts of realistic, varied length (20-300
+words, like instruction datasets), the fixed input of gpu_throughput.py."""
 
 import json
 import random
 from pathlib import Path
 
 HERE = Path(__file__).parent
-WORDS = (HERE.parent / "config" / "demo" / "corpus.txt").read_text().split()
+WORDS = (HERE.parents[1] / "config" / "demo" / "corpus.txt").read_text().split()
 ASKS = ["Explain", "Summarize", "Solve", "Rewrite", "Answer the question", "Give three examples of", "Translate"]
 
 

@@ -2,7 +2,7 @@
 and where the time before the first request went (attempt start -> engine up -> first submit -> first prefill
 line in the generate log), so runs with and without a setting compare on the same terms.
 
-    python benchmarks/engine_speed_walls.py RESULTS_DIR [RESULTS_DIR ...]    # JSON on stdout
+    python benchmarks/engine/engine_speed_walls.py RESULTS_DIR [RESULTS_DIR ...]    # JSON on stdout
 """
 
 import json

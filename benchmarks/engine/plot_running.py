@@ -1,6 +1,6 @@
 """The running-request count over time of each arm of a variable_length.py result, as one small PNG.
 
-    python benchmarks/plot_running.py benchmarks/results/2026-12-03-h200-variable-length.json
+    python benchmarks/engine/plot_running.py benchmarks/results/2026-12-03-h200-variable-length.json
 """
 
 import json

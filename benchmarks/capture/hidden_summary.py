@@ -1,9 +1,9 @@
-"""The figures of a hidden_session.sh lease, from its files: capture on against off on the same rows (generation
+"""The figures of a sessions/hidden.sh lease, from its files: capture on against off on the same rows (generation
 wall and output tok/s from each done file), the capture pass's split (the done file's engine.hidden_pass), the
 bytes of states per position against the storage plan's 40 KiB (5 layers x 4,096 x bfloat16 on nh8b), and
 hidden_values.py's summary.
 
-    python benchmarks/hidden_summary.py --prefix benchmarks/results/2026-12-07-h100-hidden --out SUMMARY.json
+    python benchmarks/capture/hidden_summary.py --prefix benchmarks/results/2026-12-07-h100-hidden --out SUMMARY.json
 """
 
 import argparse

@@ -4,7 +4,7 @@ telemetry parts per shard (the newest one gives the live tokens/s). Goal: < 1 s.
 status cache (generate/checkpoint_cache.py) and writes it; the --repeats calls after it (warm) read it: cold_s is the
 first, median_s/min_s/max_s the warm ones.
 
-    python benchmarks/status.py [--shards 8] [--parts 1000] [--rows 10]
+    python benchmarks/workflow/status.py [--shards 8] [--parts 1000] [--rows 10]
 """
 
 import argparse
@@ -65,7 +65,7 @@ def main() -> None:
     ap.add_argument("--parts", type=int, default=1000)
     ap.add_argument("--rows", type=int, default=10, help="rows per part")
     ap.add_argument("--repeats", type=int, default=5, help="warm calls, after the cold one")
-    ap.add_argument("--save", type=Path, default=Path(__file__).parent / "results" / "status.json")
+    ap.add_argument("--save", type=Path, default=Path(__file__).parents[1] / "results" / "status.json")
     args = ap.parse_args()
     layout = build(Path(tempfile.mkdtemp(prefix="shardgen-status-")), args.shards, args.parts, args.rows)
     seconds = []

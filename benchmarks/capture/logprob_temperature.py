@@ -2,7 +2,7 @@
 (`output_token_logprobs`) and in a prefill (`input_token_logprobs`, what `shardgen audit` scores with).
 
     python -m shardgen.cli demo-model --out /root/demo-model --corpus config/demo/corpus.txt
-    python benchmarks/logprob_temperature.py --model /root/demo-model --out logprob_temperature.json
+    python benchmarks/capture/logprob_temperature.py --model /root/demo-model --out logprob_temperature.json
 
 Sixteen seeded prompts generate 24 tokens each, sampled at T and greedy. Each answer is then scored again by a
 prefill (prompt + answer, `max_new_tokens` 1, `logprob_start_len` = prompt - 1) whose request says T, and one whose

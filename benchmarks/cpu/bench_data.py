@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 from shardgen.store import tables
 from shardgen.layout import Layout, part_path, prompt_table
 
-WORDS = (Path(__file__).resolve().parent.parent / "config" / "demo" / "corpus.txt").read_text().split()
+WORDS = (Path(__file__).resolve().parents[2] / "config" / "demo" / "corpus.txt").read_text().split()
 BLOCK = 100_000
 
 

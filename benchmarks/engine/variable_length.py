@@ -1,11 +1,11 @@
 """Variable-length work on one GPU: the bare SGLang Engine in the dataset's order (a) and in shardgen's order (a'),
 against the real workflow (b), on the same rendered input_ids and per-prompt limits.
 
-    python benchmarks/variable_length.py make --out W --model /root/model/nh8b       # 4 sources + W/config.yaml
-    python benchmarks/variable_length.py arms --config W/config.yaml --out arms.json   # (a) and (a'), one engine
+    python benchmarks/engine/variable_length.py make --out W --model /root/model/nh8b       # 4 sources + W/config.yaml
+    python benchmarks/engine/variable_length.py arms --config W/config.yaml --out arms.json   # (a) and (a'), one engine
     snakemake --cores 16 --resources gpu=1 --configfile W/config.yaml                   # (b)
-    python benchmarks/variable_length.py collect --config W/config.yaml --arms arms.json --wall S --out X.json
-    python benchmarks/variable_length.py own --config W/config.yaml --out own.json   # (c): SGLang's own sizing
+    python benchmarks/engine/variable_length.py collect --config W/config.yaml --arms arms.json --wall S --out X.json
+    python benchmarks/engine/variable_length.py own --config W/config.yaml --out own.json   # (c): SGLang's own sizing
 
 `make` writes four seeded sources shaped like the production mix: many short chat answers (256 new tokens), fewer
 code answers (768), web answers (1,536) and reasoning traces (3,072), prompts long-tailed (log-normal words,

@@ -2,7 +2,7 @@
 (TOKENIZERS_PARALLELISM=false, set by cpu_pipeline.py): the rows of SOURCE are normalized and rendered (untimed),
 then the bare tokenizer's encode_batch is timed on those texts, and each old per-row step against its new one.
 
-    python benchmarks/bench_floor.py MODEL SOURCE OUT.json COMPONENT_ROWS
+    python benchmarks/cpu/bench_floor.py MODEL SOURCE OUT.json COMPONENT_ROWS
 """
 
 import json
@@ -56,7 +56,7 @@ def main() -> None:
     rows = [{"prompt_id": p, "gen_key": p, "source": "s", "source_row": i, "messages": x, "prompt_ids": t,
              "prompt_tokens": len(t), "max_new_tokens": 512, **{f.name: f.neutral for f in FIELDS},
              "temperature": 0.7, "top_p": 0.95, "sampling_extra": "{}", "sampling_origin": "{}", "reference": None,
-             "dropped_turns": 0,
+             "dropped_turns": 0, "context_length": 4096,  # cpu_pipeline's config_for
              "conversation_id": p, "turns": [x[-1]["content"]], "references": [None],
              "work_tokens": len(t) + 512}
             for i, (p, x, t) in enumerate(zip(pids, sub, ids))]

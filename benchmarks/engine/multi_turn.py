@@ -1,8 +1,8 @@
 """Multi-turn work on one GPU: `multi_turn: each_turn` conversations against the same token sequences sent as
 independent single-turn requests, each with the prefix cache off (`no_radix`) and on.
 
-    python benchmarks/multi_turn.py make --out W --model /root/model/nh8b        # W/chat.jsonl + W/each_turn.yaml
-    python benchmarks/multi_turn.py arms --config W/each_turn.yaml --out X.json \
+    python benchmarks/engine/multi_turn.py make --out W --model /root/model/nh8b    # W/chat.jsonl + W/each_turn.yaml
+    python benchmarks/engine/multi_turn.py arms --config W/each_turn.yaml --out X.json \
         --arms each_turn:no_radix,single_turn:no_radix,each_turn:radix,single_turn:radix
 
 `make` writes a seeded ShareGPT source of N conversations of 2-6 user turns (prompt words long-tailed as in

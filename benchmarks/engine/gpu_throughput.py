@@ -1,9 +1,9 @@
 """shardgen's generate vs the bare SGLang Engine, on one GPU, and hybrid settings side by side.
 
-    python benchmarks/gpu_throughput.py compare --model /root/model/nh8b --n 1000   # (a) vs (b), alternated twice
-    python benchmarks/gpu_throughput.py grid --model /root/model/nh8b --n 1500 --workdir /root/grid --count 2
+    python benchmarks/engine/gpu_throughput.py compare --model /root/model/nh8b --n 1000  # (a) vs (b), alternated twice
+    python benchmarks/engine/gpu_throughput.py grid --model /root/model/nh8b --n 1500 --workdir /root/grid --count 2
 
-Same prompts (benchmarks/data/prompts.jsonl, rendered with the model's chat template once), same input_ids,
+Same prompts (benchmarks/engine/data/prompts.jsonl, rendered with the model's chat template once), same input_ids,
 fixed output length (ignore_eos), same engine. (a) is one `Engine.generate(list)` call; (b) is `run_prompts`, what
 `shardgen generate` runs: the bounded async window (engine.inflight x max running requests), parts committed at the
 checkpoint cadence (the defaults: 2.0, every 512 records / 60 s). Both are warmed up and timed from first submit to

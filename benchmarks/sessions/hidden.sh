@@ -1,23 +1,24 @@
 #!/usr/bin/env bash
 # Hidden states on one GPU (one lease, one kernel cache), behind benchmarks/results/*-hidden-*:
-#   setsid bash benchmarks/hidden_session.sh all > /root/res/session.log 2>&1 &   (from the repo root there)
-#   bash benchmarks/hidden_session.sh collect                                     (packs what exists into $OUT)
+#   setsid bash benchmarks/sessions/hidden.sh all > /root/res/session.log 2>&1 &   (from the repo root there)
+#   bash benchmarks/sessions/hidden.sh collect                                     (packs what exists into $OUT)
 # Poll with `collect` at most every ~25 s of your own time: a machine left without a call for 30 s goes back, the
 # session running on it included (the 2026-12-07 lease lost its bf16 and on2 arms so). Then, here:
-#   python benchmarks/hidden_summary.py --prefix benchmarks/results/DATE-CARD-hidden --out ...-summary.json
+#   python benchmarks/capture/hidden_summary.py --prefix benchmarks/results/DATE-CARD-hidden --out ...-summary.json
 # all: the nh8b model (dummy weights, the shipped engine section plus load_format dummy and fa3) and a workload
 # shaped like the 650K-prompt job (answers several times their prompts: JOB_MIX), then, in order of value,
 #   warm: 64 short prompts with capture on (untimed: the cold start fills the kernel cache for every later arm);
 #   off / on: `snakemake --until generate` on the same rows without and with capture.hidden_states (eagle3,
 #     bfloat16): each run's done file (the engine's hidden_pass split: the pass's wall, the hooks' hold on the
 #     scheduler, the writer, the read and encode), its generate log and the bytes on disk;
-#   values: benchmarks/hidden_values.py (the captured layer L against SGLang's return_hidden_states, and L's scale);
+#   values: benchmarks/capture/hidden_values.py (the captured layer L against SGLang's return_hidden_states, and
+#     L's scale);
 #   bf16: the off run again with engine.args.mamba_ssm_dtype bfloat16 (the Mamba state's dtype on the card);
 #   on2: the capture run again, after the others (its order against off's).
 # dtype: off, bf16 and off again (off2) alone.
 # Each result is written under $RES as soon as it exists; a step that fails leaves its log and the next one runs.
 set -uo pipefail
-source benchmarks/gpu_session_common.sh
+source benchmarks/sessions/driver.sh
 W=${HIDDEN_DIR:-/root/hidden}
 JOB_MIX=${JOB_MIX:-job:1000:768}
 
@@ -41,9 +42,9 @@ workflow() {
 # setup: the model, the workloads and every arm's config
 setup() {
   python3 .gpu/kit/make_model.py /root/model --only nh8b > /dev/null
-  python3 benchmarks/variable_length.py make --out $W/off --model /root/model/nh8b --engine shipped \
+  python3 benchmarks/engine/variable_length.py make --out $W/off --model /root/model/nh8b --engine shipped \
     --mix "$JOB_MIX" > /dev/null
-  python3 benchmarks/variable_length.py make --out $W/warm --model /root/model/nh8b --engine shipped \
+  python3 benchmarks/engine/variable_length.py make --out $W/warm --model /root/model/nh8b --engine shipped \
     --mix warm:64:64 > /dev/null
   python3 - "$W" <<'PY'
 import copy, sys, yaml
@@ -73,7 +74,7 @@ case "$1" in
     setup
     for arm in warm off on; do step $arm; workflow $arm; done
     step values
-    python3 benchmarks/hidden_values.py --config $W/on/config.yaml --out "$RES/hidden_values.json" \
+    python3 benchmarks/capture/hidden_values.py --config $W/on/config.yaml --out "$RES/hidden_values.json" \
       > "$RES/values.out" 2> "$RES/values.err"
     for arm in bf16 on2; do step $arm; workflow $arm; done
     step end ;;

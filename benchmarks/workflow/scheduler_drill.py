@@ -1,6 +1,6 @@
 """Fault drill on the real engine: kill -9 SGLang's scheduler in the middle of a shard, while the workflow runs.
 
-    python benchmarks/scheduler_drill.py --config W/config.yaml --out drill.json [--cores 16]
+    python benchmarks/workflow/scheduler_drill.py --config W/config.yaml --out drill.json [--cores 16]
 
 Derives its own config from the benchmark's (variable_length.py make): results in a folder of its own, at most
 --limit rows per source, --max-new tokens each, a part every 64 records, the same engine and cache_dir. Runs

@@ -1,7 +1,7 @@
 """The hidden states shardgen captures on SGLang against SGLang's own, on one GPU, and why layer L is small on dummy
 weights.
 
-    python benchmarks/hidden_values.py --config W/config.yaml --out hidden_values.json [--turns 16]
+    python benchmarks/capture/hidden_values.py --config W/config.yaml --out hidden_values.json [--turns 16]
 
 W/config.yaml: a workload (variable_length.py make) with `capture.hidden_states` on (the eagle3 set, which holds L
 and last_before_norm). One engine, started with `enable_return_hidden_states`; for each of `--turns` prompts a
@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "engine"))  # variable_length: the workload's inputs
 from variable_length import prepare_inputs  # noqa: E402
 
 from shardgen.capture import LAST_BEFORE_NORM, decoded  # noqa: E402

@@ -1,7 +1,8 @@
 """What capture (config `capture`) costs on one GPU, and two checks of what SGLang returns, on one engine.
 
-    python benchmarks/variable_length.py make --out W --model /root/model/nh8b --engine shipped --mix chat:640:256
-    python benchmarks/capture_cost.py --config W/config.yaml --out capture_cost.json [--ks off,0,20,64]
+    python benchmarks/engine/variable_length.py make --out W --model /root/model/nh8b --engine shipped \
+        --mix chat:640:256
+    python benchmarks/capture/capture_cost.py --config W/config.yaml --out capture_cost.json [--ks off,0,20,64]
 
 Arms: the same rendered prompts through SGLang's own batch call (`Engine.generate(list)`, `ignore_eos`, so every arm
 generates the same tokens' count), without capture (`off`) and with the capture arguments shardgen sends
@@ -34,7 +35,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "engine"))  # variable_length: the workload's inputs
 from variable_length import prepare_inputs  # noqa: E402
 
 from shardgen.store import tables  # noqa: E402

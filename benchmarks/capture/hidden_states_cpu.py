@@ -2,7 +2,7 @@
 writes match the forecast (HiddenCapture.bytes_per_token: layers x hidden x 2 for bfloat16, + a 4-byte scale per
 position for fp8).
 
-    python benchmarks/hidden_states_cpu.py --workdir /tmp/hs --rows 32 --save hidden_states_cpu.json
+    python benchmarks/capture/hidden_states_cpu.py --workdir /tmp/hs --rows 32 --save hidden_states_cpu.json
 
 Arms, each a fresh results folder over the same prompts (greedy, the same tokens in every arm): off, bfloat16,
 float8_e4m3fn, at the eagle3 layer set. A warm-up arm first (discarded: the process's first forward pays for
@@ -21,7 +21,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import yaml
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "workflow"))
 
 from shardgen.capture import HiddenCapture  # noqa: E402
