@@ -2,6 +2,7 @@
 disk, a damaged part and a second writer: every prompt ends committed exactly once and no committed part's bytes
 ever change. Each run is a real `shardgen generate` process with the CPU engine."""
 
+import errno
 import os
 import random
 import re
@@ -90,6 +91,20 @@ def test_disk_full_fails_clearly_and_keeps_committed_parts(shard):
     assert len(before) == int(message[2]) >= 1 and not layout.done(0).exists()
     assert generate(cfg, layout)[0] == 0
     assert_exactly_once(layout, gen_keys, before)
+
+
+def test_a_heartbeat_that_meets_a_full_disk_leaves_no_temp_file(tmp_path, monkeypatch):
+    from shardgen.generate import attempts
+
+    def fill_the_disk(self, text, *args, **kwargs):  # part of the file written, then the disk is full
+        with open(self, "w") as f:
+            f.write(text[:5])
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(Path, "write_text", fill_the_disk)
+    with pytest.raises(OSError):
+        attempts._beat(tmp_path / "heartbeat.json", 1)
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_a_damaged_part_is_quarantined_and_regenerated(shard):

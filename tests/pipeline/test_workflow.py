@@ -116,6 +116,37 @@ def test_a_run_whose_every_request_failed_reports_its_failures(workdir, monkeypa
     assert "no rate to forecast from" in report
 
 
+def test_a_full_disk_is_not_restarted_on_the_same_full_disk(workdir, monkeypatch):
+    monkeypatch.setenv("SHARDGEN_FAULT", "enospc:2")  # a generate job's second part commit meets a full disk
+    out = fail(snakemake(workdir))
+    res = workdir / "results"
+    for shard in ("000", "001"):
+        folder = res / "generate" / f"shard-{shard}"
+        started = [line for line in (folder / "attempts.jsonl").read_text().splitlines() if '"event"' not in line]
+        assert len(started) == 1, out[-3000:]  # Snakemake's retries refused at once: no engine started again
+        assert not list(folder.glob(".*.tmp"))
+        log = (res / "logs" / "generate" / f"shard-{shard}.log").read_text()
+        assert "its last attempt stopped on a full disk" in log
+    shown = subprocess.run([str(BIN / "shardgen"), "--results", str(res), "status"], capture_output=True, text=True,
+                           timeout=300)
+    rows = [dict(zip(shown.stdout.splitlines()[0].split(), line.split())) for line in shown.stdout.splitlines()[2:4]]
+    assert [r["state"] for r in rows] == ["down:disk_full"] * 2, shown.stdout
+    monkeypatch.delenv("SHARDGEN_FAULT")  # room again
+    finish(snakemake(workdir))
+    check_results(workdir)
+
+
+def test_after_shardgen_retry_a_run_makes_only_merge_and_report_again(workdir, monkeypatch):
+    monkeypatch.setenv("SHARDGEN_FAULT", "engine_abort:apples")  # the README's faulty run
+    finish(snakemake(workdir))
+    monkeypatch.delenv("SHARDGEN_FAULT")
+    retried = subprocess.run([str(BIN / "shardgen"), "--config", "config/demo.yaml", "retry"], cwd=workdir,
+                             capture_output=True, text=True, timeout=300)
+    assert retried.returncode == 0 and json.loads(retried.stdout)["retried_shards"], retried.stderr[-3000:]
+    planned = finish(snakemake(workdir, "-n"))
+    assert "rule generate" not in planned and "rule merge" in planned and "rule report" in planned, planned[-3000:]
+
+
 @pytest.fixture
 def finished(finished_demo, tmp_path) -> Path:
     """A copy of the finished demo (results and Snakemake's metadata, mtimes kept) to make mistakes in."""

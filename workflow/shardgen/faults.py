@@ -1,7 +1,8 @@
 """Deterministic fault points for the crash tests: SHARDGEN_FAULT=POINT[:N] SIGKILLs this process (as SGLang's
 tree kill would) the Nth time POINT is reached; SHARDGEN_FAULT=enospc[:N] makes the Nth part commit fail with
-ENOSPC; SHARDGEN_FAULT=tokenizer_error:TEXT or tokenizer_kill:TEXT makes the tokenizer raise (as a Rust panic
-does) or SIGKILLs the process (as a segfault would) on a batch whose rendered text contains TEXT;
+ENOSPC (and the disk's free space reads as none); SHARDGEN_FAULT=tokenizer_error:TEXT or tokenizer_kill:TEXT makes
+the tokenizer raise (as a Rust panic does) or SIGKILLs the process (as a segfault would) on a batch whose rendered
+text contains TEXT;
 SHARDGEN_FAULT=engine_abort:TEXT makes the CPU engine abort every request whose prompt contains TEXT, as SGLang's
 scheduler aborts a request (a failed request: listed in failed.parquet, generated again by `shardgen retry`).
 Unset in production: one environment lookup per call."""
@@ -37,6 +38,11 @@ def fault_point(point: str) -> None:
 def disk_full_point() -> None:
     if _armed("enospc"):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC) + " (simulated by SHARDGEN_FAULT)")
+
+
+def disk_full_simulated() -> bool:
+    """Whether SHARDGEN_FAULT=enospc[:N] simulates a full disk: its free space then reads as none (store.atomic)."""
+    return os.environ.get(FAULT_ENV, "").partition(":")[0] == "enospc"
 
 
 def tokenizer_fault_point(texts: list[str]) -> None:

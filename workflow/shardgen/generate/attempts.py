@@ -4,7 +4,7 @@ events, its heartbeat while it runs, and whether it is alive, for `shardgen stat
 
 An attempt that never logged `finished` ended early: `interrupted` (Ctrl-C: a KeyboardInterrupt, logged on its way
 out), or it died: SGLang kills its whole process tree when its scheduler dies, so the cause is whatever the attempt
-logged before (out of memory, a stall) or `killed`.
+logged before (out of memory, a stall, a full disk) or `killed`.
 
 After an out-of-memory death the next attempt starts under its backend's backoff (`Backend.after_oom`; SGLang:
 memory_share -0.03, the running cap -25%, per such death in a row), at most MAX_RESTARTS times. How many automatic
@@ -32,6 +32,7 @@ BEAT_SECONDS = 5.0
 STALE_SECONDS = 30.0  # six beats missed: a loaded or shared filesystem delays a write, never by this much
 INTERRUPTED = "interrupted"
 FINISHED = "finished"
+DISK_FULL = "disk_full"  # a commit met a full disk: the attempt's cause, and no restart until there is room
 
 
 def _append(shard_dir: Path, entry: dict) -> None:
@@ -60,7 +61,7 @@ def read_attempts(shard_dir: Path) -> list[dict]:
             record.update(status=FINISHED, cause=None, finished_at=entry["at"])
         elif entry["event"] == INTERRUPTED:
             record.update(status=INTERRUPTED, cause=INTERRUPTED, finished_at=entry["at"])
-        elif entry["event"] in ("out_of_memory", "stalled"):
+        elif entry["event"] in ("out_of_memory", "stalled", DISK_FULL):
             record.update(cause=entry["event"], detail=entry.get("detail"))
         elif entry["event"] == "engine_started":
             record.update(max_running_requests=entry.get("max_running_requests"), engine_started_at=entry["at"])
@@ -102,9 +103,13 @@ def _beat(path: Path, attempt: int) -> None:
     # A sign of life, not a result: replaced atomically (status never reads half a file) but never fsynced, and
     # outside the commit helper so the crash tests' fault points count only real commits.
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps({"attempt": attempt, "pid": os.getpid(), "host": socket.gethostname(),
-                               "at": time.time()}))
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(json.dumps({"attempt": attempt, "pid": os.getpid(), "host": socket.gethostname(),
+                                   "at": time.time()}))
+        os.replace(tmp, path)
+    except OSError:  # a full disk: no half-written beat left behind
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 @contextmanager

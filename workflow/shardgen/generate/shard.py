@@ -2,6 +2,7 @@
 commit parts, and have the checkpoint write the done file last, still under the shard's lock (the only declared
 output, so a failure never deletes parts)."""
 
+import errno
 import logging
 from pathlib import Path
 
@@ -13,12 +14,38 @@ from shardgen.config import Config
 from shardgen.generate import attempts, checkpoint, gpu_lease, hidden_preflight
 from shardgen.generate.turns import TurnRequest, resume_points
 from shardgen.layout import Layout, shard_id
+from shardgen.store.atomic import free_bytes
 
 log = logging.getLogger(__name__)
 
 
 class CommitError(ShardgenError, RuntimeError):
     """A part could not be written (disk full, I/O error): the job stops, committed parts stay as they are."""
+
+
+class DiskStillFull(ShardgenError, RuntimeError):
+    """The shard's last attempt stopped on a full disk and there is no more room now: not started again."""
+
+
+# The room a shard restarted after a full disk wants: a few of its largest parts, and never less than this.
+MIN_ROOM_BYTES = 256 << 20
+PARTS_OF_ROOM = 4
+
+
+def _room_after_a_full_disk(shard_checkpoint: checkpoint.ShardCheckpoint, results: Path) -> None:
+    """Refuse to start a shard whose last attempt stopped on a full disk while the disk has no more room: Snakemake's
+    retries come at once and would only meet it again, each after starting an engine. Once space is freed, a run
+    (a retry or a rerun) starts."""
+    last = attempts.read_attempts(shard_checkpoint.folder)[-1:]
+    if not last or last[0].get("cause") != attempts.DISK_FULL:
+        return
+    largest = max((entry["bytes"] for entry in shard_checkpoint.index().values()), default=0)
+    need, free = max(MIN_ROOM_BYTES, PARTS_OF_ROOM * largest), free_bytes(results)
+    if free < need:
+        raise DiskStillFull(f"shard {shard_checkpoint.shard}: not started: its last attempt stopped on a full disk "
+                            f"({last[0].get('detail')}) and {free:,} bytes are free on {results} now ({need:,} "
+                            "wanted: room for a few parts); free space, then run the same command again (it resumes "
+                            "from the committed parts)")
 
 
 def _todo(config: Config, layout: Layout, shard: int, retry_limit: int | None,
@@ -76,6 +103,7 @@ def _run(config: Config, shard_checkpoint: checkpoint.ShardCheckpoint, todo: lis
     from shardgen.engines.session import open_engine
 
     shard_dir, shard = shard_checkpoint.folder, shard_checkpoint.shard
+    _room_after_a_full_disk(shard_checkpoint, config.results)
     attempt, engine_cfg, deaths = attempts.start_attempt(shard_dir, config.engine)
     if deaths:
         log.warning("shard %d attempt %d restarts after %s; engine settings now %s", shard, attempt,
@@ -98,6 +126,8 @@ def _run(config: Config, shard_checkpoint: checkpoint.ShardCheckpoint, todo: lis
                 committed = run_prompts(engine, todo, shard_dir, config, shard=shard, attempt=attempt, gpu=gpu,
                                         desc=f"shard {shard_id(shard)}", follow=_follow(model.encode))
             except OSError as err:
+                if err.errno in (errno.ENOSPC, errno.EDQUOT):
+                    attempts.log_event(shard_dir, attempt, attempts.DISK_FULL, detail=str(err))
                 raise CommitError(f"shard {shard}: committing a part failed ({err}); the "
                                   f"{len(shard_checkpoint.parts())} committed parts in {shard_dir} are intact, and a "
                                   "rerun resumes from them") from err

@@ -2,13 +2,14 @@
 fsynced, renamed onto the target, then the directory fsynced (so the rename itself survives a power cut)."""
 
 import os
+import shutil
 from contextlib import contextmanager
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from shardgen.faults import disk_full_point, fault_point
+from shardgen.faults import disk_full_point, disk_full_simulated, fault_point
 
 
 def fsync_dir(path: Path) -> None:
@@ -38,6 +39,11 @@ def committed(path: Path):
         fsync_dir(path.parent)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def free_bytes(path: Path) -> int:
+    """The free space of the filesystem holding path (none while SHARDGEN_FAULT simulates a full disk)."""
+    return 0 if disk_full_simulated() else shutil.disk_usage(path).free
 
 
 def write_table(table: pa.Table, path: Path) -> None:
