@@ -10,8 +10,9 @@ from shardgen.merge.exports import text_exports_note
 
 def run_end_lines(config: Config, started: float) -> list[str]:
     """Where this run (started at `started`, a time.time()) merged the dataset: what the text exports left out."""
-    manifest = Layout(config.results).exports_manifest
+    layout = Layout(config.results)
+    manifest = layout.exports_manifest
     if not manifest.is_file() or manifest.stat().st_mtime < started:
         return []
-    note = text_exports_note(json.loads(manifest.read_text())["text_exports"])
+    note = text_exports_note(layout, json.loads(manifest.read_text())["text_exports"])
     return [note] if note else []

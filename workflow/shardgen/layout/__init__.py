@@ -7,6 +7,7 @@ from pathlib import Path
 
 from shardgen.layout.folders import (SHARD_WILDCARD, SHARD_REGEX, SPLIT_FILE_SHARD_REGEX, TELEMETRY_FILE_SHARD_REGEX,
                                      PARTS_INDEX, ATTEMPTS, HEARTBEAT, shard_id, shard_ids, shard_number, shard_file,
+                                     shard_files,
                                      prompt_table, part_path, hidden_part_path, hidden_part_files, parts_glob,
                                      part_files, stale_part_temps,
                                      parts_index_path, quarantine_dir, attempts_path, heartbeat_path, file_number,
@@ -17,7 +18,8 @@ from shardgen.layout.stages import AuditLayout, ReportLayout, TuneLayout
 __all__ = ["AuditLayout", "Layout", "ReportLayout", "TuneLayout", "SHARD_WILDCARD", "SHARD_REGEX",
            "SPLIT_FILE_SHARD_REGEX", "TELEMETRY_FILE_SHARD_REGEX", "PARTS_INDEX", "ATTEMPTS", "HEARTBEAT", "shard_id",
            "shard_ids",
-           "shard_number", "shard_file", "prompt_table", "part_path", "hidden_part_path", "hidden_part_files",
+           "shard_number", "shard_file", "shard_files", "prompt_table", "part_path", "hidden_part_path",
+           "hidden_part_files",
            "parts_glob", "part_files", "stale_part_temps",
            "parts_index_path", "quarantine_dir", "attempts_path", "heartbeat_path", "file_number", "next_number",
            "telemetry_path", "telemetry_glob", "telemetry_files"]
@@ -46,7 +48,7 @@ class Layout:
         return shard_file(self.split_dir, shard)
 
     def split_files(self) -> list[Path]:
-        return sorted(self.split_dir.glob("shard-*.parquet"))
+        return shard_files(self.split_dir)
 
     def split_shards(self) -> list[int]:
         """The shards split wrote, by number."""

@@ -30,6 +30,11 @@ def shard_file(split_dir: Path, shard: int | str) -> Path:
     return Path(split_dir) / f"shard-{shard_id(shard)}.parquet"
 
 
+def shard_files(split_dir: Path) -> list[Path]:
+    """Every shard file in a split folder, by name."""
+    return sorted(Path(split_dir).glob("shard-*.parquet"))
+
+
 def prompt_table(prompts_dir: Path, name: str) -> Path:
     """prompts, rejected, duplicates or sources."""
     return Path(prompts_dir) / f"{name}.parquet"

@@ -111,7 +111,11 @@ def write_exports(con, layout: Layout, rules: ExportRules | None = None) -> dict
     return {"on_length": rules.on_length, "reasoning_tags": rules.reasoning_tags, **counts}
 
 
-def text_exports_note(counts: dict) -> str | None:
+TEXT_EXPORTS = ("sharegpt.jsonl", "messages.jsonl")  # beside the dataset's train file: FastChat's, SpecForge's
+TOKEN_EXPORTS = ("turns.jsonl", "tokens.jsonl")
+
+
+def text_exports_note(layout: Layout, counts: dict) -> str | None:
     """One line where the text exports leave conversations out (`counts`: the manifest's `text_exports`): how many
     they carry and why; None where they carry every conversation."""
     left_out, conversations = counts["text_conversations_left_out"], counts["conversations"]
@@ -119,12 +123,13 @@ def text_exports_note(counts: dict) -> str | None:
         return None
     carried = "are empty" if left_out == conversations else f"carry {conversations - left_out} of {conversations} " \
                                                                  "conversations"
-    return (f"the text exports (dataset/train.jsonl, exports/sharegpt.jsonl, exports/messages.jsonl) {carried}: "
-            "they carry a conversation only up to its last turn that ended with the template's end-of-turn token "
-            f"(exports.on_length: {counts['on_length']}), and {counts['turns_cut_by_length']} of {counts['turns']} "
-            f"turns were cut by max_new_tokens ({counts['turns_stopped_on_other_token']} stopped on another token); "
-            "a larger max_new_tokens cuts fewer; the token exports (exports/turns.jsonl, tokens.jsonl) keep every "
-            "turn as generated")
+    text = ", ".join(str(path) for path in [layout.train, *map(layout.export, TEXT_EXPORTS)])
+    tokens = ", ".join(str(layout.export(name)) for name in TOKEN_EXPORTS)
+    return (f"the text exports ({text}) {carried}: they carry a conversation only up to its last turn that ended "
+            f"with the template's end-of-turn token (exports.on_length: {counts['on_length']}), and "
+            f"{counts['turns_cut_by_length']} of {counts['turns']} turns were cut by max_new_tokens "
+            f"({counts['turns_stopped_on_other_token']} stopped on another token); a larger max_new_tokens cuts "
+            f"fewer; the token exports ({tokens}) keep every turn as generated")
 
 
 def sharegpt_counts(con) -> dict:

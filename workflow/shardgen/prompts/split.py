@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 from shardgen.store import db, tables
 from shardgen.store.atomic import committed
 from shardgen.faults import disk_full_point
-from shardgen.layout import shard_file, shard_number
+from shardgen.layout import shard_file, shard_files, shard_number
 
 BATCH_ROWS = 8192
 TURNS_KEY = "shardgen.generate.turns"
@@ -112,7 +112,7 @@ def split(prompts_path: Path, split_dir: Path, n_shards: int, memory_limit: str 
                     writer.add(batch.filter(shard_of == shard))
             for writer in shards:
                 writer.finish()
-        for path in split_dir.glob("shard-*.parquet"):
+        for path in shard_files(split_dir):
             if shard_number(path) >= n_shards:
                 path.unlink()
     finally:

@@ -95,7 +95,7 @@ def text_exports_line(layout: Layout) -> str | None:
     report made by hand over a merge that wrote none)."""
     if not layout.exports_manifest.is_file():
         return None
-    return text_exports_note(json.loads(layout.exports_manifest.read_text())["text_exports"])
+    return text_exports_note(layout, json.loads(layout.exports_manifest.read_text())["text_exports"])
 
 
 def hidden_line(hidden: dict | None) -> str:
