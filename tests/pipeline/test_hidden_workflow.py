@@ -61,12 +61,18 @@ def test_a_run_with_hidden_states_ends_green_and_its_report_shows_them(captured_
     assert (hidden["parts_files"], hidden["parts_bytes"]) == (len(parts), sum(p.stat().st_size for p in parts))
     assert hidden["exportable"] == sorted(TRAINERS) and hidden["skipped"] == {}
     assert not (res / "exports" / "hidden").exists()  # the parts hold the one copy
+    # the time spent: every captured turn's pass, each over its prompt and output positions, in the done files
+    passes = hidden["pass"]
+    assert passes["turns"] == hidden["turns_captured"] and passes["pass_s"] > 0
+    assert passes["positions"] == sum(len(json.loads(line)["input_ids"])
+                                      for line in (res / "exports" / "turns.jsonl").read_text().splitlines())
     line = [text for text in (res / "report" / "report.md").read_text().splitlines()
             if text.startswith("Hidden states: ")]
     assert line == [f"Hidden states: {hidden['turns_captured']} of {hidden['turns']} turns captured at layers "
                     f"{hidden['layers']} (bfloat16), {hidden['parts_bytes']:,} bytes in {len(parts)} parts' states "
-                    "files; each trainer's export on demand: `shardgen export-hidden --trainer "
-                    "specforge|specforge_dflash|speculators`."]
+                    f"files; the capture passes re-read {passes['positions']:,} positions in "
+                    f"{passes['pass_s']:,.1f} s summed over turns (docs/engine.md: the split); each trainer's export "
+                    "on demand: `shardgen export-hidden --trainer specforge|specforge_dflash|speculators`."]
 
 
 @pytest.mark.parametrize("trainer", TRAINERS)

@@ -78,16 +78,35 @@ def manifest(con, config: Config, per_source: list[dict], outputs: list[Path], d
     }
 
 
-def hidden_states(config: Config, layout: Layout) -> dict | None:
+def hidden_states(config: Config, layout: Layout, done_files: list[Path]) -> dict | None:
     """summary.json's `hidden_states`, from merge's manifest: the dataset's turns captured, the layers and dtype, the
-    bytes of the parts' states files (the one copy), and the trainers whose export can be made; None when off."""
+    bytes of the parts' states files (the one copy), and the trainers whose export can be made; and from the done
+    files, the capture passes' time (`pass`); None when off."""
     if HiddenCapture.of(config) is None:
         return None
     merged = json.loads(layout.exports_manifest.read_text())["hidden_states"]
     return {"turns_captured": merged["turns_captured"], "turns": merged["turns"], "layer_set": merged["layer_set"],
             "layers": merged["layers"], "dtype": merged["dtype"], "parts_files": merged["parts"]["files"],
             "parts_bytes": merged["parts"]["bytes"], "exportable": sorted(merged["exports"]),
-            "skipped": merged["skipped"]}
+            "skipped": merged["skipped"], "pass": capture_pass_time(done_files)}
+
+
+def capture_pass_time(done_files: list[Path]) -> dict:
+    """The engines' hidden-state pass records (done file engine.hidden_pass: turns, positions, the passes' summed
+    seconds, and on SGLang the hand-off's split, `hook` the scheduler side's) added up over the shards."""
+    total: dict = {}
+
+    def add(into: dict, record: dict) -> None:
+        for key, value in record.items():
+            if isinstance(value, dict):
+                add(into.setdefault(key, {}), value)
+            elif isinstance(value, (int, float)) and not isinstance(value, bool):
+                into[key] = round(into.get(key, 0) + value, 3)
+
+    for path in done_files:
+        if (done := checkpoint.read_done(path)) and (record := (done.get("engine") or {}).get("hidden_pass")):
+            add(total, record)
+    return total
 
 
 def text_exports_line(layout: Layout) -> str | None:
@@ -105,9 +124,12 @@ def hidden_line(hidden: dict | None) -> str:
     exports = (f"each trainer's export on demand: `shardgen export-hidden --trainer "
                f"{'|'.join(hidden['exportable'])}`" if hidden["exportable"] else
                f"no export can be made ({'; '.join(sorted(set(hidden['skipped'].values())))})")
+    passes = hidden["pass"]
+    spent = (f"; the capture passes re-read {passes['positions']:,} positions in {passes['pass_s']:,.1f} s summed over "
+             "turns (docs/engine.md: the split)" if passes.get("positions") else "")
     return (f"\nHidden states: {hidden['turns_captured']} of {hidden['turns']} turns captured at layers "
             f"{hidden['layers']} ({hidden['dtype']}), {hidden['parts_bytes']:,} bytes in "
-            f"{hidden['parts_files']} parts' states files; {exports}.\n")
+            f"{hidden['parts_files']} parts' states files{spent}; {exports}.\n")
 
 
 def tail_note(tails: list[dict]) -> str | None:
@@ -175,7 +197,7 @@ def report(config: Config, outputs: list[Path], done_files: list[Path], out_dir:
                                                    record["generated"] + record["failed_partly"])
     capture_turns = uncaptured.per_source(con)
     record["capture_turns_not_captured"] = sum(uncaptured.missing(config, capture_turns).values())
-    if (hidden := hidden_states(config, layout)) is not None:
+    if (hidden := hidden_states(config, layout, done_files)) is not None:
         record["hidden_states"] = hidden
     record.update(outlook(config, layout, done_files, record))
     files = ReportLayout(out_dir)

@@ -160,7 +160,8 @@ class TransformersEngine(NoAdvice):
         captured = recorder.rows(out) if recorder else [{}] * len(requests)
         results = [self._result(r, out[i, width:].tolist(), captured[i]) for i, r in enumerate(requests)]
         if self.hidden:
-            hidden.attach(self.model, self.hidden, requests, results, self.args["device"])
+            timing = self.info.record.setdefault("hidden_pass", {"turns": 0, "positions": 0, "pass_s": 0.0})
+            hidden.attach(self.model, self.hidden, requests, results, self.args["device"], timing)
         return results
 
     def _mode(self, request: Request) -> str | None:

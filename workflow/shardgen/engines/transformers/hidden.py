@@ -4,6 +4,8 @@ turn is generated, in the same engine, one prefill pass over its prompt_ids + ou
 position. A pass over the finished turn, not hooks in `generate`: decode sees one new position per step, and the
 prefill gives every position at once in the numbers a trainer's own offline pass computes."""
 
+import time
+
 from shardgen.capture import LAST_BEFORE_NORM, HiddenCapture
 
 FINAL_NORM_NAMES = ("norm", "norm_f", "final_layernorm", "ln_f")  # Llama/Qwen, NemotronH/Mamba, Phi/GPT-NeoX, GPT-2
@@ -45,12 +47,17 @@ def turn_states(model, ids: list[int], layer_ids: list, device: str):
                        dim=1).float().cpu()
 
 
-def attach(model, hidden: HiddenCapture, requests, results, device: str) -> None:
+def attach(model, hidden: HiddenCapture, requests, results, device: str, timing: dict) -> None:
     """Each generated result of a captured request gets its turn's stored states (Result.hidden_states); a failed
-    or aborted one none (its turn is generated again, states and all)."""
+    or aborted one none (its turn is generated again, states and all). `timing` (the done record's
+    engine.hidden_pass, as the SGLang pass keeps it) adds up the turns, positions and the passes' time."""
     header = hidden.header(num_layers(model))
     layer_ids = header["layers"]
     for request, result in zip(requests, results):
         if hidden.wants(request.source) and result.error is None and result.finish_reason != "abort":
-            states = turn_states(model, list(request.prompt_ids) + list(result.output_ids), layer_ids, device)
-            result.hidden_states = {**hidden.encode(states), "header": header}
+            started = time.perf_counter()
+            ids = list(request.prompt_ids) + list(result.output_ids)
+            result.hidden_states = {**hidden.encode(turn_states(model, ids, layer_ids, device)), "header": header}
+            timing["turns"] += 1
+            timing["positions"] += len(ids)
+            timing["pass_s"] = round(timing["pass_s"] + time.perf_counter() - started, 3)
