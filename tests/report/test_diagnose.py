@@ -207,3 +207,16 @@ def test_roofline_arithmetic_by_hand():
     # FLOPs 10 x 90,624 = 906,240; weights 37,632 x 2 = 75,264 B; KV 10 x 101 x 64 = 64,640 B;
     # state read + write 2 x 10 x 2,432 = 48,640 B
     assert step == {"flops": 906_240, "bytes": {"weights": 75_264, "kv": 64_640, "state": 48_640}}
+
+
+def test_a_shard_without_a_done_file_is_read_from_its_telemetry(tmp_path, capsys):
+    # a shard still running, or whose attempts all died, has telemetry and no done file: diagnose reads it
+    from shardgen.engines.telemetry import TelemetryWriter
+
+    shard = tmp_path / "shard-0000"
+    shard.mkdir()
+    writer = TelemetryWriter(shard)
+    writer.add({"kind": "decode", "ts": 1.0, "running": 4, "queue": 0, "gen_throughput": 100.0})
+    writer.close()
+    assert main(["diagnose", str(shard), "--json"]) == 0
+    assert str(shard) in json.loads(capsys.readouterr().out)

@@ -57,7 +57,8 @@ class Run:
 def read_log(path: Path, engine: str = DEFAULT_BACKEND) -> Run:
     """A log of an `engine` backend's engine, read line by line by that backend."""
     read_line = backend(engine).read_log_line
-    rows, lines, facts, settings, retractions, retracted = [], {}, {}, RunSettings(), [], Retractions()
+    rows: list[dict] = []
+    lines, facts, settings, retractions, retracted = {}, {}, RunSettings(), [], Retractions()
     for line in path.read_text(errors="replace").splitlines():
         reading = read_line(line)
         if reading.row:
@@ -76,15 +77,16 @@ def read_log(path: Path, engine: str = DEFAULT_BACKEND) -> Run:
 def read_shard(shard_dir: Path) -> Run:
     import duckdb
 
-    rows = duckdb.sql(f"SELECT * FROM '{telemetry_glob(shard_dir)}' WHERE kind <> 'client' ORDER BY ts").df()
-    done = checkpoint.read_done(Layout.done_of(shard_dir))
-    record, by_turn = done["engine"], done.get("prefix_cache_by_turn") or []
-    info = info_from_record(record) if record else None
+    rows = duckdb.execute(f"SELECT * FROM '{telemetry_glob(shard_dir)}' WHERE kind <> 'client' ORDER BY ts").df()
+    # no done file: a shard still running, or whose attempts all died (its telemetry is what tells why)
+    done = checkpoint.read_done(Layout.done_of(shard_dir)) or {}
+    record, by_turn = done.get("engine"), done.get("prefix_cache_by_turn") or []
     records = rows.to_dict("records")
     lines = {i: json.dumps({k: v for k, v in r.items() if v == v and v is not None}, default=str)
              for i, r in enumerate(records)}
-    if info is None:  # no engine started (nothing was left to generate)
+    if not record:  # no engine started (nothing was left to generate), or no done file yet
         return Run(records, lines, {}, RunSettings(), [], prefix_cache_by_turn=by_turn)
+    info = info_from_record(record)
     return Run(records, lines, info.startup, info.settings, [], info.gpu_name, Retractions.of_record(record), by_turn,
                info.backend, record.get("hidden_pass") or {})
 
