@@ -4,13 +4,17 @@ fails when they differ), so a field here never carries a default of its own."""
 
 import json
 import typing
-from dataclasses import asdict, dataclass, fields, is_dataclass
+from dataclasses import Field, asdict, dataclass, fields, is_dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from shardgen.keys import pick
 from shardgen.sampling import key_settings, resolve, sampling_dataclass
 
 
 class Section:
+    if TYPE_CHECKING:  # every section is a dataclass
+        __dataclass_fields__: ClassVar[dict[str, Field[Any]]]
+
     def as_dict(self) -> dict:
         return asdict(self)
 
@@ -120,12 +124,29 @@ class PromptsConfig(Section):
 
 # `defaults`: max_new_tokens, one key per sampling field (shardgen.sampling.FIELDS), chat_template_kwargs. A field's
 # None: not written, the model's generation config gives it (shardgen.sampling.resolve).
-SamplingDefaults = sampling_dataclass("SamplingDefaults", [("max_new_tokens", int)], lambda f: f.python_type | None,
-                                      [("chat_template_kwargs", dict)], bases=(Section,))
-# A source's `sampling`; None: not set, the default applies. A field's list: one value per prompt, chosen from its
-# prompt_id (keys.pick); the list enters the gen_key.
-SamplingOverrides = sampling_dataclass("SamplingOverrides", [("max_new_tokens", int | None, None)],
-                                       lambda f: f.python_type | list | None, bases=(Section,), default=None)
+if TYPE_CHECKING:
+    @dataclass(frozen=True)
+    class SamplingDefaults(Section):
+        """What the checker knows of the class made from FIELDS below: a sampling field's value by its name."""
+        max_new_tokens: int
+        chat_template_kwargs: dict
+
+        def __getattr__(self, name: str) -> Any: ...
+
+    @dataclass(frozen=True)
+    class SamplingOverrides(Section):
+        """As SamplingDefaults."""
+        max_new_tokens: int | None = None
+
+        def __getattr__(self, name: str) -> Any: ...
+else:
+    SamplingDefaults = sampling_dataclass("SamplingDefaults", [("max_new_tokens", int)],
+                                          lambda f: f.python_type | None, [("chat_template_kwargs", dict)],
+                                          bases=(Section,))
+    # A source's `sampling`; None: not set, the default applies. A field's list: one value per prompt, chosen from
+    # its prompt_id (keys.pick); the list enters the gen_key.
+    SamplingOverrides = sampling_dataclass("SamplingOverrides", [("max_new_tokens", int | None, None)],
+                                           lambda f: f.python_type | list | None, bases=(Section,), default=None)
 
 
 @dataclass(frozen=True)

@@ -5,15 +5,21 @@ strips reasoning from history, as Qwen3's does, keeps doing so); its gen_key cha
 exact token ids that turn generated (keys.turn_key). A plain prompt (`first` sources) is turn 1 of itself."""
 
 import json
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import Field, asdict, dataclass, fields, replace
+from typing import TYPE_CHECKING, Any, ClassVar, Self
 
 from shardgen.keys import turn_key
 from shardgen.sampling import sampling_dataclass
 
 
 class _SamplingValue:
+    if TYPE_CHECKING:  # what the dataclass made with it as its base (Sampling) has
+        __dataclass_fields__: ClassVar[dict[str, Field[Any]]]
+
+        def __init__(self, **values: Any) -> None: ...
+
     @classmethod
-    def of(cls, row: dict) -> "Sampling":
+    def of(cls, row: dict) -> Self:
         return cls(**{f.name: row[f.name] for f in fields(cls)})
 
     def as_dict(self) -> dict:
@@ -22,7 +28,17 @@ class _SamplingValue:
 
 # How a request is sampled: max_new_tokens and one value per sampling field (shardgen.sampling.FIELDS), each read
 # from the prompts row's column of its name and sent to the engine under that name.
-Sampling = sampling_dataclass("Sampling", [("max_new_tokens", int)], lambda f: f.python_type, bases=(_SamplingValue,))
+if TYPE_CHECKING:
+    @dataclass(frozen=True)
+    class Sampling(_SamplingValue):
+        """What the checker knows of the class made from FIELDS below: max_new_tokens, and a sampling field's
+        value (an int or a float) by its name."""
+        max_new_tokens: int
+
+        def __getattr__(self, name: str) -> Any: ...
+else:
+    Sampling = sampling_dataclass("Sampling", [("max_new_tokens", int)], lambda f: f.python_type,
+                                  bases=(_SamplingValue,))
 
 
 @dataclass(frozen=True)
@@ -82,7 +98,7 @@ def resume_points(rows: list[dict], done: dict[str, dict], encode, context_lengt
     limit goes on from that turn, its committed turns kept. Committed turns are never generated again."""
     todo = []
     for row in rows:
-        request = TurnRequest.first(row)
+        request: TurnRequest | None = TurnRequest.first(row)
         while request is not None and (hit := done.get(request.gen_key)) is not None:
             if not hit["generated"]:  # a recorded end
                 if request.exhausted(context_length) is not None:
