@@ -26,8 +26,8 @@ def prepare_run(workflow, config: Config) -> None:
     layout = Layout(config.results)
     try:
         config.export_for_jobs()
-        for shard in shard_ids(config.n_shards):
-            layout.shard_dir(shard).mkdir(parents=True, exist_ok=True)
+        for shard_id in shard_ids(config.n_shards):
+            layout.shard_dir(shard_id).mkdir(parents=True, exist_ok=True)
     except OSError as err:
         raise ResultsNotWritable(
             f"results_dir {config.results}: cannot write there ({err.strerror}"

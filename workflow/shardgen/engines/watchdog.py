@@ -44,13 +44,15 @@ class Watchdog:
             self.on_event("out_of_memory", line.strip()[:500])
 
     def _watch(self) -> None:
+        kill = self.kill
+        assert kill is not None  # start() sets it before it starts this thread
         while not self.stop.wait(1.0):
             idle = time.monotonic() - self.last_progress
             if idle > self.stall_seconds:
                 log.error("no engine progress for %.0f s (engine.stall_seconds=%s): killing the engine; a rerun "
                           "resumes from the committed parts", idle, self.stall_seconds)
                 self.on_event("stalled", f"no progress for {idle:.0f} s")
-                self.kill()
+                kill()
                 return
 
     def close(self) -> None:

@@ -8,6 +8,7 @@ status (`open_light`, through the status cache). The modules under it, imported 
 checkpoint_parts (part row, part writer, parts index, quarantine), checkpoint_db (DuckDB and the winners queries),
 checkpoint_cache (status's cache of the light columns)."""
 
+import errno
 import hashlib
 import json
 import os
@@ -41,6 +42,13 @@ def read_done(path: Path) -> dict | None:
         return json.loads(Path(path).read_text())
     except FileNotFoundError:
         return None
+
+
+def required_done(path: Path) -> dict:
+    """The record of a done file that must be there (a step's input): FileNotFoundError without one."""
+    if (record := read_done(path)) is None:
+        raise FileNotFoundError(errno.ENOENT, "no done file", str(path))
+    return record
 
 
 class ShardCheckpoint:

@@ -123,7 +123,8 @@ def _load_folder(con: duckdb.DuckDBPyConnection, layout: Layout, folder: Path, p
     bad = _insert_parts(con, [paths[name] for name in new])
     added = [name for name in new if paths[name] not in bad]
     if added or len(kept) != len(listed):
-        _write_cache(con, cache, prefix, {name: stats[name] for name in [*kept, *added]})
+        # kept and added parts are all there (stat not None): kept matched its listed stat, added was new with one
+        _write_cache(con, cache, prefix, {name: stat for name in [*kept, *added] if (stat := stats[name]) is not None})
     return bad
 
 

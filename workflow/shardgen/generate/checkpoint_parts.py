@@ -7,6 +7,7 @@ import logging
 import os
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -52,8 +53,8 @@ def part_row(request, *, shard: int, attempt: int, gpu: str, result=None, ended:
     capture = {"token_logprobs": None, "top_ids": None, "top_logprobs": None}
     signal = turn_signal(None, None)
     if ended is not None:
-        outcome = {"completion": None, "output_ids": [], "finish_reason": "context_exhausted", "completion_tokens": 0,
-                   "cached_tokens": 0, "error": ended}
+        outcome: dict[str, Any] = {"completion": None, "output_ids": [], "finish_reason": "context_exhausted",
+                                   "completion_tokens": 0, "cached_tokens": 0, "error": ended}
     else:
         error = result.error
         if error is None and result.prompt_tokens != len(request.prompt_ids):

@@ -5,7 +5,7 @@ the GPU benchmark all run prompts through an engine."""
 import asyncio
 import sys
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -139,17 +139,17 @@ def window(config, engine: Engine, conversations: bool = False) -> int:
     return config.engine.window(engine.info.max_running_requests)
 
 
-def run_prompts(engine: Engine, prompts: list[TurnRequest | dict], parts_dir: Path, config, *, shard: int,
+def run_prompts(engine: Engine, prompts: Sequence[TurnRequest | dict], parts_dir: Path, config, *, shard: int,
                 attempt: int, gpu: str, desc: str, follow: Follow | None = None) -> int:
     """Generate `prompts` (turn requests, or prompts rows: their first turn) on a started engine into parts
     committed in parts_dir (every checkpoint.every_records or every_seconds), with a progress bar on stderr over
     every turn left; returns the rows committed. A failed commit raises OSError."""
-    prompts = [p if isinstance(p, TurnRequest) else TurnRequest.first(p) for p in prompts]
-    conversations = follow is not None and any(p.turns_left() > 1 for p in prompts)
-    total = sum(p.turns_left() for p in prompts) if follow else len(prompts)
+    requests = [p if isinstance(p, TurnRequest) else TurnRequest.first(p) for p in prompts]
+    conversations = follow is not None and any(r.turns_left() > 1 for r in requests)
+    total = sum(r.turns_left() for r in requests) if follow else len(requests)
     sink = PartSink(PartWriter(parts_dir), **config.checkpoint.as_dict())
     with tqdm(total=total, desc=desc, unit="req", file=sys.stderr, mininterval=2) as bar:
-        engine.run(drive(engine, prompts, window=window(config, engine, conversations), sink=sink, shard=shard,
+        engine.run(drive(engine, requests, window=window(config, engine, conversations), sink=sink, shard=shard,
                          attempt=attempt, gpu=gpu, progress=bar, follow=follow,
                          context_length=config.model.context_length))
     return sink.committed

@@ -89,9 +89,9 @@ def _read_progress(layout: Layout) -> RunProgress:
         return RunProgress(shards, 0)
     # committed parts never change: their light columns come from each folder's status cache, plus the parts new since
     con, unreadable, mtimes = checkpoint.open_light(layout, _split_prompts(layout))
-    for row in db.query(con, "shard_progress"):
+    for counts in db.query(con, "shard_progress"):
         for key in ("missing", "committed", "conversations", "turns", "max_turn", "output_tokens", "budget_spent"):
-            setattr(shards[row["shard"]], key, int(row[key]))
+            setattr(shards[counts["shard"]], key, int(counts[key]))
     parts = {row["filename"]: row for row in db.query(con, "part_progress")}
     for shard, state in shards.items():
         shard_checkpoint = checkpoint.ShardCheckpoint(layout, shard)

@@ -29,7 +29,9 @@ def stale_by_source(config: Config, path: Path, model: ModelInfo) -> tuple[int, 
     prompt_room = {name: config.model.context_length - gen["max_new_tokens"] for name, gen in settings.items()}
     names = pq.ParquetFile(path).schema_arrow.names
     columns = ["prompt_id", "gen_key", "source", "prompt_tokens"] + (["turn"] if "turn" in names else [])
-    rows, stale, later, current_firsts = 0, {}, {}, set()
+    rows, current_firsts = 0, set()
+    stale: dict[str, int] = {}  # source -> its stale rows
+    later: dict[tuple[str, str], list[int]] = {}  # (source, prompt_id) -> its turns after the first
     for batch in pq.ParquetFile(path).iter_batches(columns=columns, batch_size=65536):
         turns = batch.column(4).to_pylist() if len(columns) == 5 else [1] * batch.num_rows
         for pid, key, source, prompt_tokens, turn in zip(*(batch.column(i).to_pylist() for i in range(4)), turns):

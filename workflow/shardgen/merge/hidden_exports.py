@@ -373,11 +373,11 @@ def export(config, layout: Layout, trainer: str, out: Path | None = None) -> dic
 
 def _write(con, found: Captured, trainer: str, folder: Path, role: dict, header: dict) -> dict:
     writer = _writer(trainer, folder, role, header["dtype"])
-    samples, left_out = 0, Counter()
+    samples, left_out = 0, Counter[str]()
     for row in _rows(con):
         path = found.states.get(row["gen_key"])
         why = NO_STATES if path is None else writer.refuses(row)
-        if why:
+        if why or path is None:
             left_out[why] += 1
             continue
         writer.add(samples, row, read_turn(path, row["gen_key"]))

@@ -33,7 +33,7 @@ def provenance(config, layout: Layout) -> dict:
     for shard in range(config.n_shards):  # the config's shards: a done file left by an earlier split is not data
         if (record := ShardCheckpoint(layout, shard).done()) is not None:
             engines[str(shard)] = engine_numerics(record.get("engine"), model.path)
-    sampling = {}
+    sampling: dict[str, list[dict]] = {}
     if layout.prompts.is_file():
         columns = ["source", "max_new_tokens", *names(), "sampling_extra", "sampling_origin"]
         table = pq.read_table(layout.prompts, columns=columns)

@@ -18,8 +18,8 @@ class Conversation:
     messages: list[dict]
     reference: str | None
     dropped_turns: int
-    turns: list[str] | None = None  # each_turn: the user text opening each turn (turn 1's is in messages)
-    references: list[str | None] | None = None  # the original answer to each turn
+    turns: list[str]  # the user text opening each turn (turn 1's is in messages; `first`: that one alone)
+    references: list[str | None]  # the original answer to each turn
 
 
 def _text(row: dict, field: str, column: str, required: bool = True) -> str | None:
@@ -121,7 +121,9 @@ def _check_text(text: str, where: str) -> None:
 def _later_turns(rest: list[dict]) -> tuple[list[str], list[str | None]]:
     """each_turn: after the first prompt, the conversation must alternate assistant, user, assistant, ...; a
     trailing user turn is a turn with no reference."""
-    users, references, expected = [], [None], "assistant"
+    users: list[str] = []
+    references: list[str | None] = [None]
+    expected = "assistant"
     for i, turn in enumerate(rest):
         if turn["role"] != expected:
             raise RowError("not_alternating", f"message {i} after the first answer is {turn['role']!r}, expected "

@@ -44,6 +44,7 @@ def _start_worker(setup: WorkerSetup) -> None:
 
 
 def _process(chunk: Chunk) -> ChunkResult:
+    assert _processor is not None  # the pool's initializer (_start_worker) made it in this worker
     return _processor.process(chunk)
 
 

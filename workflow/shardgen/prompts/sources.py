@@ -43,16 +43,22 @@ class Chunk:
             writer.write(batch)
         return cls(source, arrow=sink.getvalue(), start=start, size=batch.num_rows)
 
+    @property
+    def _listed(self) -> list[int]:
+        """source_row of each line or JSON row: a chunk that is no Arrow batch has them (of_batch makes the rest)."""
+        assert self.indices is not None
+        return self.indices
+
     def __len__(self) -> int:
-        return self.size if self.arrow is not None else len(self.indices)
+        return self.size if self.arrow is not None else len(self._listed)
 
     @property
     def first_row(self) -> int:
-        return self.start if self.arrow is not None else self.indices[0]
+        return self.start if self.arrow is not None else self._listed[0]
 
     @property
     def last_row(self) -> int:
-        return self.start + self.size - 1 if self.arrow is not None else self.indices[-1]
+        return self.start + self.size - 1 if self.arrow is not None else self._listed[-1]
 
     def _batch(self) -> pa.Table:
         return pa.ipc.open_stream(self.arrow).read_all()
@@ -62,14 +68,15 @@ class Chunk:
         if self.arrow is not None:
             return enumerate(self._batch().to_pylist(), self.start)
         if self.values is not None:
-            return zip(self.indices, self.values)
-        return zip(self.indices, map(_decode_line, self.indices, self.lines))
+            return zip(self._listed, self.values)
+        assert self.lines is not None  # neither an Arrow batch nor parsed rows: JSONL lines
+        return zip(self._listed, map(_decode_line, self._listed, self.lines))
 
     def part(self, start: int, stop: int) -> "Chunk":
         if self.arrow is not None:
             return Chunk.of_batch(self.source, self._batch().slice(start, stop - start), self.start + start)
         cut = slice(start, stop)
-        return Chunk(self.source, self.indices[cut], self.lines and self.lines[cut], self.values and self.values[cut])
+        return Chunk(self.source, self._listed[cut], self.lines and self.lines[cut], self.values and self.values[cut])
 
 
 def _decode_line(index: int, raw: bytes):
@@ -165,7 +172,9 @@ def check_readable(sources: list[SourceConfig]) -> None:
     names are checked where prompts loads them (offline, at once)."""
     problems = []
     for source in sources:
-        kind, value = ("file", source.path) if source.path is not None else ("dataset folder", source.dataset)
+        kind = "file" if source.path is not None else "dataset folder"
+        value = source.path if source.path is not None else source.dataset
+        assert value is not None  # exactly one of path and dataset is set (the schema's oneOf)
         if kind == "dataset folder" and not _local_dataset(value):
             continue
         path = Path(value)
@@ -193,6 +202,7 @@ def open_source(source: SourceConfig, index: int = 0) -> tuple[Iterator[Chunk], 
         chunks, fingerprint = _hf_chunks(source, index)
         origin = source.dataset
     else:
+        assert source.path is not None  # no dataset: a path (the schema's oneOf)
         path = Path(source.path).resolve()
         if not path.is_file():
             raise SourceError(f"source {source.name!r}: file {source.path} not found (resolved to {path})")

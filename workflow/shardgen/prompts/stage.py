@@ -81,7 +81,9 @@ class Deduper:
     def add(self, result: ChunkResult, tally: SourceTally) -> None:
         name = self.names[result.source]
         keep, duplicates, rejected = [], [], list(result.rejected)
-        rows = result.candidates["source_row"].to_pylist()
+        candidates = result.candidates
+        assert candidates is not None  # ChunkProcessor.process sets them on every result it returns
+        rows = candidates["source_row"].to_pylist()
         for i, key in enumerate(result.keys):
             if (keeper := self.kept.get(key)) is not None:
                 duplicates.append((rows[i], i, keeper))
@@ -92,10 +94,10 @@ class Deduper:
                 self.kept[key] = result.source
                 keep.append(i)
         if keep:
-            self.writers.keep(result.candidates.take(pa.array(keep, pa.int64())) if len(keep) < len(rows)
-                              else result.candidates)
+            self.writers.keep(candidates.take(pa.array(keep, pa.int64())) if len(keep) < len(rows)
+                              else candidates)
         if duplicates:
-            pids = pc.take(result.candidates["prompt_id"], pa.array([i for _, i, _ in duplicates], pa.int64()))
+            pids = pc.take(candidates["prompt_id"], pa.array([i for _, i, _ in duplicates], pa.int64()))
             self.writers.duplicates.write_table(pa.table({
                 "source": [name] * len(duplicates), "source_row": [r for r, _, _ in duplicates], "prompt_id": pids,
                 "kept_source": [self.names[k] for _, _, k in duplicates],

@@ -91,7 +91,9 @@ def _running_cap(run: Run, cap: int, waiting: list[int], kv: float, sized_to_cap
     per_request = max((efficiency.context_tokens(run.rows[i], facts) or 0) / run.rows[i]["running"] for i in waiting)
     room = "KV room left: unknown (no pool sizes in the log)"
     more = None
-    slot_gb = pools.mamba_gb / pools.mamba_slots if sized_to_cap else 0  # sized_to_cap: both reported
+    # sized_to_cap: the pool's slots reported, and its GB with them (SGLang's one line says both)
+    slot_gb = (pools.mamba_gb / pools.mamba_slots
+               if sized_to_cap and pools.mamba_gb is not None and pools.mamba_slots else 0)
     if (tokens := pools.kv_tokens) and (kv_gb := pools.kv_gb) and (
             cost_gb := slot_gb + per_request * kv_gb / tokens):
         free_gb = kv_gb * (1 - kv)

@@ -3,6 +3,7 @@ their mean context) times the steps per second the line reports (gen throughput 
 peaks. The bound is the roofline's: memory when the step's FLOPs per byte sit below the GPU's ridge point."""
 
 from statistics import median
+from typing import TypeGuard
 
 from shardgen.engines import RunSettings
 from shardgen.engines.model_shape import DTYPE_BYTES
@@ -77,5 +78,5 @@ def describe(rows, facts, settings, model_dir, gpu, peaks=None) -> tuple[dict | 
         return None, f"no efficiency: {err}"
 
 
-def near_compute_peak(eff: dict | None) -> bool:
-    return bool(eff) and not eff["warning"] and eff["of_peak_tflops"] >= NEAR_PEAK
+def near_compute_peak(eff: dict | None) -> TypeGuard[dict]:
+    return bool(eff and not eff["warning"] and eff["of_peak_tflops"] >= NEAR_PEAK)

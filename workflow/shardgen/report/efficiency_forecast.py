@@ -18,7 +18,7 @@ PER = 100_000
 def efficiency_rows(config, layout, done_files: list[Path]) -> list[dict]:
     hardware, rows = config.hardware, []
     for done in done_files:
-        record = checkpoint.read_done(done)
+        record = checkpoint.required_done(done)
         shard_dir = layout.shard_dir(record["shard"])
         if not telemetry_files(shard_dir):
             rows.append({"shard": record["shard"], "note": "no SGLang telemetry (CPU engine): no efficiency"})

@@ -43,8 +43,9 @@ def _remaining(progress: ShardProgress, turns: int, budget: int | None) -> float
 def shard_eta(progress: ShardProgress, attempts: list[dict], turns: int, now: float,
               budget: int | None = None) -> dict:
     """turns: the turns the shard holds; budget: their output budget (split.output_budget), if known."""
-    out = {"prompts": turns, "rows": progress.committed, "output_tokens": progress.output_tokens,
-           "remaining_tokens": None, "tok_per_s": None, "eta_s": None}
+    out: dict[str, float | None] = {"prompts": turns, "rows": progress.committed,
+                                    "output_tokens": progress.output_tokens, "remaining_tokens": None,
+                                    "tok_per_s": None, "eta_s": None}
     if not attempts or not progress.committed:
         return out
     remaining = _remaining(progress, turns, budget)

@@ -31,14 +31,14 @@ class Loads:
 
 def pilot_output_lengths(dataset: Path) -> dict[str, float]:
     """Mean generated tokens per turn, per source, in a finished run's dataset."""
-    rows = duckdb.sql(f"SELECT source, avg(completion_tokens) FROM read_parquet({db.quote(dataset)}) "
+    rows = duckdb.execute(f"SELECT source, avg(completion_tokens) FROM read_parquet({db.quote(dataset)}) "
                       "GROUP BY source").fetchall()
     return {source: float(mean) for source, mean in rows}
 
 
 def pilot_loads(dataset: Path) -> dict[str, Loads]:
     """Per source, what a finished run's files hold, counted from its dataset (the files are rendered from it)."""
-    rows = duckdb.sql(f"""
+    rows = duckdb.execute(f"""
         WITH d AS (SELECT source, conversation_id, turn, prompt_tokens + completion_tokens AS tokens,
                           completion_tokens FROM read_parquet({db.quote(dataset)})),
              last AS (SELECT source, conversation_id, arg_max(tokens, turn) AS tokens FROM d GROUP BY ALL)

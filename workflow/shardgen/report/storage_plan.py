@@ -126,10 +126,11 @@ def from_options(args, config, layout: Layout) -> dict | None:
 
 
 def human(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(n) < 1024:
             return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
         n /= 1024
+    return f"{n:,.1f} TiB"
 
 
 def render(result: dict) -> str:

@@ -3,6 +3,7 @@ files in workflow/sql/."""
 
 import json
 import platform
+from collections.abc import Sequence
 from importlib import metadata
 from pathlib import Path
 
@@ -62,7 +63,7 @@ def manifest(con, config: Config, per_source: list[dict], outputs: list[Path], d
         reader = {".jsonl": "read_json_auto", ".parquet": "read_parquet"}.get(path.suffix)  # else a sidecar: no rows
         rows = reader and con.execute(f"SELECT count(*) FROM {reader}({db.quote(path)})").fetchall()[0][0]
         files.append({"path": str(path), "rows": rows, "sha256": file_sha256(path)})
-    done = [checkpoint.read_done(p) for p in done_files]
+    done = [checkpoint.required_done(p) for p in done_files]
     return {
         "sources": list(sources.values()),
         "model": model.record(),
@@ -166,7 +167,7 @@ def markdown_table(rows: list[dict]) -> list[str]:
     return head + ["| " + " | ".join("" if v is None else str(v) for v in r.values()) + " |" for r in rows]
 
 
-def markdown(record: dict, tails: list[dict] | None = None, figures: list[Path] = ()) -> str:
+def markdown(record: dict, tails: list[dict] | None = None, figures: Sequence[Path] = ()) -> str:
     lines = ["# shardgen report", "", "| metric | value |", "|---|---|"]
     lines += [f"| {k} | {v} |" for k, v in record.items() if not isinstance(v, (list, dict))]
     if "dataset_rows_checked" in record:

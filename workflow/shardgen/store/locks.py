@@ -79,7 +79,8 @@ def _under(line: str, root: Path) -> bool:
 def locks_of(results: Path, state_dir: Path = SNAKEMAKE_STATE) -> list[Path]:
     """Snakemake's lock files of runs on `results`: each run writes N.input.lock and N.output.lock; a pair is that
     folder's where every output it names is under it (a pair without outputs: where an input is)."""
-    root, pairs = Path(results).resolve(), {}
+    root = Path(results).resolve()
+    pairs: dict[str, list[Path]] = {}  # run number -> its lock files
     for path in (state_dir / "locks").glob("*.lock"):
         pairs.setdefault(path.name.split(".")[0], []).append(path)
     mine = []

@@ -66,7 +66,9 @@ def fragment(plan: dict, best: dict, summary: dict) -> str:
     set but the winner did not is written with the value the winning engine ran with."""
     engine = plan["settings"][best["setting"]]
     current_args = plan["config"]["engine"]["args"]
-    ran_with = backend(engine["backend"]).ran_with
+    chosen = backend(engine["backend"])
+    assert hasattr(chosen, "ran_with")  # a Tunable backend: plan.grid refuses the rest before anything is measured
+    ran_with = chosen.ran_with
     args = dict(engine["args"])
     for key in current_args.keys() - args.keys():
         args[key] = ran_with(best["engine"], key)

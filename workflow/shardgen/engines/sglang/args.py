@@ -37,7 +37,7 @@ def _strategy_args(strategy: str, names: Spelling) -> dict:
         raise ValueError("mamba_strategy auto reaches the server args unresolved (mamba_auto.resolve comes first)")
     if strategy == "no_radix":  # 1 mamba slot per request; overlap scheduling stays on; no strategy applies
         return {"disable_radix_cache": True}
-    args = {names.mamba_strategy: strategy}
+    args: dict[str, str | bool] = {names.mamba_strategy: strategy}
     if strategy == "no_buffer" and names.no_buffer_overlap_off:
         args["disable_overlap_schedule"] = True
     return args
@@ -97,7 +97,8 @@ def _dtype(value) -> str | None:
 def run_settings(args: dict) -> RunSettings:
     """The engine-neutral view of logged (strings) or resolved ServerArgs fields, under either version's names."""
     strategy = _mamba_strategy(args)
-    return RunSettings(mamba_strategy=strategy, mamba_slots_per_request=SLOTS_PER_REQUEST.get(strategy),
+    slots = None if strategy is None else SLOTS_PER_REQUEST.get(strategy)
+    return RunSettings(mamba_strategy=strategy, mamba_slots_per_request=slots,
                        prefix_cache=None if strategy is None else strategy != "no_radix",
                        graph_limit=_graph_limit(args), weights_dtype=_dtype(args.get("dtype")),
                        kv_cache_dtype=_dtype(args.get("kv_cache_dtype")),

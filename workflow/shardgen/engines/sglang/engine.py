@@ -41,7 +41,10 @@ class SGLangEngine:
 
     def __init__(self, config, model, workdir: Path, *, device: str = "cuda", watchdog=None,
                  extra_sampling: dict | None = None, work: Sequence[dict] = ()):
-        engine, self.auto, self.cap_auto, self.prefill_auto = config.engine, None, None, None
+        engine = config.engine
+        self.auto: mamba_auto.AutoChoice | None = None
+        self.cap_auto: running_cap.CapChoice | None = None  # sized whenever auto is
+        self.prefill_auto: running_cap.PrefillChoice | None = None
         if mamba_strategy(engine) == "auto":
             self.auto = mamba_auto.resolve(work)
             engine = with_mamba_strategy(engine, self.auto.strategy)
@@ -65,7 +68,8 @@ class SGLangEngine:
         self.args, self.hidden = hidden.installed(config, model_config, workdir, version, build_server_args(
             engine, str(model.path), names, version, seed=config.seed, trust_remote_code=model.trust_remote_code))
         self.stop_ids, self.extra_sampling = model.stop_token_ids, extra_sampling or {}
-        self.capture, self.watchdog, self.startup = Capture.of(config), watchdog, {}
+        self.capture, self.watchdog = Capture.of(config), watchdog
+        self.startup: dict = {}
         self.retractions = Retractions()  # what the scheduler's retraction lines say, for the done record
         workdir.mkdir(parents=True, exist_ok=True)
         self.telemetry = telemetry.TelemetryWriter(workdir)
@@ -93,6 +97,7 @@ class SGLangEngine:
                   "cache_dir": os.path.dirname(self.cache_env["TRITON_CACHE_DIR"]), "gpu_name": gpu_name}
         if self.auto:
             record["mamba_strategy_auto"] = self.auto.as_dict()
+        if self.cap_auto:  # sized whenever auto is (__init__)
             record["running_cap_auto"] = self.cap_auto.as_dict()
         if self.prefill_auto:
             record["prefill_limit_auto"] = self.prefill_auto.as_dict()
@@ -101,12 +106,10 @@ class SGLangEngine:
     def _size_running_cap(self, engine: EngineConfig, model_config: dict, gpu_mib: float | None,
                           work: Sequence[dict]) -> EngineConfig:
         """`auto`'s running cap, sized before the start: the pools cannot change once it runs (running_cap.py)."""
-        self.cap_auto = running_cap.choose(engine, model_config, work, gpu_mib)
-        log.info("running cap auto: %s, as %s", self.cap_auto.max_running_requests or "SGLang's own",
-                 self.cap_auto.why)
-        if self.cap_auto.max_running_requests is None:
+        chosen = self.cap_auto = running_cap.choose(engine, model_config, work, gpu_mib)
+        log.info("running cap auto: %s, as %s", chosen.max_running_requests or "SGLang's own", chosen.why)
+        if chosen.max_running_requests is None:
             return engine
-        chosen = self.cap_auto
         pool = {"max_mamba_cache_size": chosen.max_mamba_cache_size} if chosen.max_mamba_cache_size else {}
         return dataclasses.replace(engine, max_running_requests=chosen.max_running_requests,
                                    args={**engine.args, **pool})
@@ -114,10 +117,9 @@ class SGLangEngine:
     def _limit_prefill(self, engine: EngineConfig, model_config: dict, gpu_mib: float | None) -> EngineConfig:
         """Under a prefix cache, at most as many admissions per prefill batch as their state copies fit beside the
         static pools (running_cap.prefill_limit): the default run must not die out of memory there."""
-        self.prefill_auto = running_cap.prefill_limit(engine, model_config, gpu_mib)
-        log.info("prefill limit auto: %s, as %s", self.prefill_auto.prefill_max_requests or "SGLang's own",
-                 self.prefill_auto.why)
-        if (limit := self.prefill_auto.prefill_max_requests) is None:
+        chosen = self.prefill_auto = running_cap.prefill_limit(engine, model_config, gpu_mib)
+        log.info("prefill limit auto: %s, as %s", chosen.prefill_max_requests or "SGLang's own", chosen.why)
+        if (limit := chosen.prefill_max_requests) is None:
             return engine
         return dataclasses.replace(engine, args={**engine.args, "prefill_max_requests": limit})
 

@@ -45,8 +45,9 @@ def result_of(out: dict) -> Result:
     matched = finish.get("matched") if isinstance(finish, dict) else None
     if kind == "stop" and isinstance(matched, int) and (not output_ids or output_ids[-1] != matched):
         output_ids.append(matched)
-    error = None
+    error, reason = None, str(kind)  # stop or length, else an abort with its error
     if kind not in ("stop", "length"):
         error = (finish.get("message") if isinstance(finish, dict) else None) or f"finish_reason {finish!r}"
-    return Result(output_ids, out.get("text", ""), kind if error is None else "abort", meta["prompt_tokens"],
+        reason = "abort"
+    return Result(output_ids, out.get("text", ""), reason, meta["prompt_tokens"],
                   meta.get("cached_tokens") or 0, error, **_captured(meta))

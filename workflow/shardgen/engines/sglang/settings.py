@@ -12,11 +12,12 @@ Old spelling -> today's key (a warning says so each time a file uses it):
   won over the engine keys when engine.args reached SGLang as written, so they still do."""
 
 import dataclasses
+from typing import Any
 
 from shardgen.engines.registry import DEFAULT_BACKEND
 
 STRATEGIES = ("no_buffer", "extra_buffer", "extra_buffer_lazy", "no_radix", "auto")
-SCHEMA = {
+SCHEMA: dict[str, Any] = {
     "type": "object", "additionalProperties": False, "default": {},
     "properties": {
         "mamba_strategy": {
@@ -51,10 +52,10 @@ def upgrade(engine: dict) -> list[str]:
                          f"({target[new[-1]]}): that one is used")
     args = engine.get("args")
     if engine.get("backend", DEFAULT_BACKEND) == "sglang" and isinstance(args, dict):
-        for old, new in LIFTED_ARGS.items():
+        for old, lifted in LIFTED_ARGS.items():
             if old in args:
-                engine[new] = args.pop(old)
-                notes.append(f"engine.args.{old} is now engine.{new}")
+                engine[lifted] = args.pop(old)
+                notes.append(f"engine.args.{old} is now engine.{lifted}")
     return notes
 
 

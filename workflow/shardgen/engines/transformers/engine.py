@@ -35,8 +35,9 @@ class TransformersEngine(NoAdvice):
         self.args = {"device": device, **check_args(config.engine.args)}
         torch.manual_seed(config.seed)
         self.torch, self.model_info = torch, model
+        # transformers' annotations give PreTrainedModel.to a model where torch's Module.to takes a device
         self.model = AutoModelForCausalLM.from_pretrained(model.path, trust_remote_code=model.trust_remote_code,
-                                                          dtype=getattr(torch, self.args["dtype"])).to(device).eval()
+                                                          dtype=getattr(torch, self.args["dtype"])).to(device).eval()  # type: ignore[arg-type]
         self.capture, self.hidden = Capture.of(config), HiddenCapture.of(config)
         self.stop_ids = set(model.stop_token_ids)
         self.pad_id = model.tokenizer.pad_token_id if model.tokenizer.pad_token_id is not None else 0
@@ -55,13 +56,13 @@ class TransformersEngine(NoAdvice):
         with torch.inference_mode():
             out = self.model(torch.full((1, 2), self.pad_id, device=self.args["device"]), use_cache=True)
         cache = getattr(out, "cache", None) or getattr(out, "past_key_values", None)
-        found = {"kv_cache_dtype": set(), "ssm_state_dtype": set(), "conv_state_dtype": set()}
+        found: dict[str, set[str]] = {"kv_cache_dtype": set(), "ssm_state_dtype": set(), "conv_state_dtype": set()}
         for layer in getattr(cache, "layers", ()):
             for attr, key in (("keys", "kv_cache_dtype"), ("values", "kv_cache_dtype"),
                               ("recurrent_states", "ssm_state_dtype"), ("conv_states", "conv_state_dtype")):
                 value = getattr(layer, attr, None)
                 for tensor in value.values() if isinstance(value, dict) else [value]:
-                    if torch.is_tensor(tensor):
+                    if isinstance(tensor, torch.Tensor):
                         found[key].add(str(tensor.dtype).removeprefix("torch."))
         dtypes = {key: ",".join(sorted(kinds)) or None for key, kinds in found.items()}
         if missing := [key for key, dtype in dtypes.items() if dtype is None]:
@@ -101,16 +102,17 @@ class TransformersEngine(NoAdvice):
     async def generate(self, request: Request) -> Result:
         if self._batcher is None:
             self._wakeup = asyncio.Event()
-            self._batcher = asyncio.create_task(self._run_batches())
+            self._batcher = asyncio.create_task(self._run_batches(self._wakeup))
         future = asyncio.get_running_loop().create_future()
         self._pending.append((request, future))
+        assert self._wakeup is not None  # made with the batcher, above
         self._wakeup.set()
         return await future
 
-    async def _run_batches(self) -> None:
+    async def _run_batches(self, wakeup: asyncio.Event) -> None:
         while True:
-            await self._wakeup.wait()
-            self._wakeup.clear()
+            await wakeup.wait()
+            wakeup.clear()
             while self._pending:
                 batch = self._take_batch()
                 try:
@@ -135,7 +137,8 @@ class TransformersEngine(NoAdvice):
             return json.dumps([request.sampling, self._mode(request)], sort_keys=True)
 
         first = key(self._pending[0][0])
-        batch, rest = [], []
+        batch: list[tuple[Request, asyncio.Future]] = []
+        rest: list[tuple[Request, asyncio.Future]] = []
         for item in self._pending:
             same = key(item[0]) == first
             (batch if same and len(batch) < self.max_running_requests else rest).append(item)
@@ -152,7 +155,7 @@ class TransformersEngine(NoAdvice):
             mask[i, width - len(r.prompt_ids):] = 1
         mode = self._mode(requests[0])
         at = temperature(requests[0].sampling)
-        recorder = logprob_recorder(at, mode, self.capture.top_k) if mode else None
+        recorder = logprob_recorder(at, mode, self.capture.top_k) if mode and self.capture else None
         with torch.inference_mode():
             out = self.model.generate(ids, attention_mask=mask, **hf_sampling(requests[0].sampling),
                                       eos_token_id=sorted(self.stop_ids), pad_token_id=self.pad_id,

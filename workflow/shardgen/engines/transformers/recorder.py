@@ -33,7 +33,7 @@ def logprob_recorder(at: float, mode: str, top_k: int):
                 self.chosen.append(self.last.gather(1, sequences[:, -1:]).squeeze(1))
             chosen = torch.stack(self.chosen, 1).tolist() if self.chosen else [[] for _ in sequences]
             steps = len(self.chosen)
-            no_top = [[[] for _ in range(steps)]] * len(sequences)
+            no_top: list[list[list]] = [[[] for _ in range(steps)]] * len(sequences)
             ids = torch.stack(self.top_ids, 1).tolist() if k and steps else no_top
             lps = torch.stack(self.top_logprobs, 1).tolist() if k and steps else ids
             if mode == "signal":  # no top-k lists: capture.signal_only
