@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import torch
 
 from shardgen.capture import LAST_BEFORE_NORM, HiddenCapture
-from shardgen.engines.sglang.hidden import hook_specs
+from shardgen.engines.sglang.hidden_hooks import hook_specs
 from shardgen.layout import Layout, hidden_part_path
 from shardgen.merge.dataset import merge
 from shardgen.merge.exports import ExportRules, write_manifest

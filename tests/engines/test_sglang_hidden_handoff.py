@@ -13,8 +13,9 @@ import torch
 from safetensors.torch import save_file
 
 from shardgen.capture import HiddenCapture
-from shardgen.engines.sglang import hidden
-from shardgen.engines.sglang.hidden import HOOK_STATS, PASS_PREFIX, HiddenPass
+from shardgen.engines.sglang import hidden, hidden_hooks
+from shardgen.engines.sglang.hidden import HiddenPass
+from shardgen.engines.sglang.hidden_hooks import HOOK_STATS, PASS_PREFIX
 from shardgen.layout import Layout
 from shardgen.prompts.split import split
 from shardgen.prompts.stage import build_prompts
@@ -94,7 +95,7 @@ def test_the_hand_off_uses_shared_memory_only_where_it_has_room(tmp_path, monkey
 
 
 def test_the_writer_counts_what_it_handed_off(tmp_path):
-    handoff = hidden.Handoff(tmp_path)
+    handoff = hidden_hooks.Handoff(tmp_path)
     handoff.send(f"{PASS_PREFIX}r3.0-5", torch.ones(5, 2, 8, dtype=torch.bfloat16))
     handoff.writer.shutdown(wait=True)
     stats = json.loads((tmp_path / HOOK_STATS).read_text())
