@@ -17,7 +17,7 @@ from shardgen.cli import main
 from shardgen.generate.reset import reset_shard
 from shardgen.generate.shard import generate_shard
 from shardgen.layout import Layout
-from shardgen.merge import hidden_exports
+from shardgen.merge import hidden_exports, hidden_writers
 from shardgen.merge.stage import run as merge_step
 from shardgen.prompts.split import split
 from shardgen.prompts.stage import build_prompts
@@ -125,7 +125,7 @@ def test_dflash_leaves_out_what_specforge_refuses_and_counts_it(make_config, wri
     folder = layout.hidden_export("specforge_dflash")
     assert hidden_loaders.specforge_dflash(folder, layout) == 2
     written = hidden_loaders.record(folder)
-    assert written["samples"] == 2 and written["left_out"] == {hidden_exports.DFLASH_SHORT: 2}
+    assert written["samples"] == 2 and written["left_out"] == {hidden_writers.DFLASH_SHORT: 2}
     assert export_hidden(cfg, "speculators") == 0
     assert hidden_loaders.speculators(layout.hidden_export("speculators"), layout) == 4
 
@@ -176,12 +176,12 @@ def test_a_rerun_replaces_the_export_whole_and_an_interrupted_one_leaves_nothing
             raise KeyboardInterrupt
         return add(self, index, row, stored)
 
-    add = hidden_exports.SpecForgeEagle3.add
-    monkeypatch.setattr(hidden_exports.SpecForgeEagle3, "add", interrupted)
+    add = hidden_writers.SpecForgeEagle3.add
+    monkeypatch.setattr(hidden_writers.SpecForgeEagle3, "add", interrupted)
     assert export_hidden(cfg, "specforge", "--out", str(out)) == 130
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before  # the old export, whole
     assert sorted(p.name for p in tmp_path.iterdir()) == ["features", "q.jsonl", "results"]  # no .tmp, no spill
-    monkeypatch.setattr(hidden_exports.SpecForgeEagle3, "add", add)
+    monkeypatch.setattr(hidden_writers.SpecForgeEagle3, "add", add)
     assert export_hidden(cfg, "specforge", "--out", str(out)) == 0
     assert not (out / "stale.ckpt").exists() and hidden_loaders.specforge_eagle3(out, layout) == 3
     mine = tmp_path / "mine"

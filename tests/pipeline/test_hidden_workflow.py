@@ -16,7 +16,8 @@ from conftest import BIN, FAKE, copy_workflow, demo_snakemake, load_yaml_files, 
 from helpers import check_results
 from shardgen.capture import named_layers
 from shardgen.layout import Layout
-from shardgen.merge.hidden_exports import DFLASH_SHORT, TRAINERS
+from shardgen.merge.hidden_exports import TRAINERS
+from shardgen.merge.hidden_writers import DFLASH_SHORT
 
 pytestmark = pytest.mark.slow
 CAPTURE = {"shards": 2, "capture": {"hidden_states": {"enabled": True}}}
