@@ -276,3 +276,22 @@ def snakemake(workdir: Path, *args: str, timeout: float = 300) -> subprocess.Com
     cmd = [str(bin_dir / "snakemake"), "--configfile", "config/demo.yaml", "config/test.yaml", "--cores", "2", *args]
     return subprocess.run(cmd, cwd=workdir, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                           timeout=timeout)
+
+
+def generate_captured_shard(make_config, write_jsonl, monkeypatch, mamba_strategy: str, **env):
+    """Five prompts through the SGLang adapter against tests/fake_sglang with capture.hidden_states on, one shard;
+    the config and its layout once `generate` has run (and succeeded)."""
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    monkeypatch.setenv("SHARDGEN_GPU_LOCK_DIR", str(Path(write_jsonl("x", [])).parent / "locks"))
+    rows = [{"query": f"What is {i} plus {i + 1}? " + "why " * i} for i in range(5)]
+    cfg = make_config([{"name": "q", "path": write_jsonl("q.jsonl", rows), "format": "query_response"}],
+                      engine={"backend": "sglang", "mamba_strategy": mamba_strategy, "max_running_requests": 4,
+                              "args": {}},
+                      capture={"hidden_states": {"enabled": True}}, gpus=1, shards=1,
+                      checkpoint={"every_records": 2, "every_seconds": 1})
+    layout = Layout(cfg.results)
+    build_prompts(cfg, layout.prompts_dir)
+    split(layout.prompts, layout.split_dir, 1)
+    proc = run_generate(cfg, 0, "0.5.17", **env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return cfg, layout

@@ -12,15 +12,13 @@ import torch
 
 from shardgen.capture import LAST_BEFORE_NORM, HiddenCapture
 from shardgen.engines.sglang.hidden_hooks import hook_specs
-from shardgen.layout import Layout, hidden_part_path
+from shardgen.layout import hidden_part_path
 from shardgen.merge.dataset import merge
 from shardgen.merge.exports import ExportRules, write_manifest
 from shardgen.merge.hidden_exports import export
-from shardgen.prompts.split import split
-from shardgen.prompts.stage import build_prompts
 from shardgen.store.hidden import read_header
 
-from helpers import FAKE, run_generate
+from helpers import FAKE, generate_captured_shard
 
 NH8B = Path(__file__).resolve().parents[1] / "data" / "models" / "nh8b" / "config.json"
 
@@ -40,19 +38,8 @@ def expected(ids: list[int], layer, num_layers: int, hidden: int) -> torch.Tenso
 
 def test_the_adapter_returns_every_positions_states_committed_once_and_exported(make_config, write_jsonl,
                                                                                  monkeypatch, demo_model):
-    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-    monkeypatch.setenv("SHARDGEN_GPU_LOCK_DIR", str(Path(write_jsonl("x", [])).parent / "locks"))
-    rows = [{"query": f"What is {i} plus {i + 1}? " + "why " * i} for i in range(5)]
-    cfg = make_config([{"name": "q", "path": write_jsonl("q.jsonl", rows), "format": "query_response"}],
-                      engine={"backend": "sglang", "mamba_strategy": "no_buffer", "max_running_requests": 4,
-                              "args": {}},
-                      capture={"hidden_states": {"enabled": True}}, gpus=1, shards=1,
-                      checkpoint={"every_records": 2, "every_seconds": 1})
-    layout = Layout(cfg.results)
-    build_prompts(cfg, layout.prompts_dir)
-    split(layout.prompts, layout.split_dir, 1)
-    proc = run_generate(cfg, 0, "0.5.17")  # the fake's prefix cache is on: the pass must get past it
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    # the fake's prefix cache is on (no_buffer): the pass must get past it
+    cfg, layout = generate_captured_shard(make_config, write_jsonl, monkeypatch, "no_buffer")
 
     model = json.loads((demo_model / "config.json").read_text())
     num_layers, hidden = model["num_hidden_layers"], model["hidden_size"]

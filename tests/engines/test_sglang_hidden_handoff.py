@@ -16,30 +16,15 @@ from shardgen.capture import HiddenCapture
 from shardgen.engines.sglang import hidden, hidden_hooks
 from shardgen.engines.sglang.hidden import HiddenPass
 from shardgen.engines.sglang.hidden_hooks import HOOK_STATS, PASS_PREFIX
-from shardgen.layout import Layout
-from shardgen.prompts.split import split
-from shardgen.prompts.stage import build_prompts
 
-from helpers import run_generate
+from helpers import generate_captured_shard
 
 MODEL = {"num_hidden_layers": 4, "hidden_size": 8, "architectures": ["NemotronHForCausalLM"]}
 
 
 def test_without_a_prefix_cache_the_pass_asks_no_logprobs_and_the_done_record_splits_its_time(
         make_config, write_jsonl, monkeypatch):
-    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-    monkeypatch.setenv("SHARDGEN_GPU_LOCK_DIR", str(Path(write_jsonl("x", [])).parent / "locks"))
-    rows = [{"query": f"What is {i} plus {i + 1}? " + "why " * i} for i in range(5)]
-    cfg = make_config([{"name": "q", "path": write_jsonl("q.jsonl", rows), "format": "query_response"}],
-                      engine={"backend": "sglang", "mamba_strategy": "no_radix", "max_running_requests": 4,
-                              "args": {}},
-                      capture={"hidden_states": {"enabled": True}}, gpus=1, shards=1,
-                      checkpoint={"every_records": 2, "every_seconds": 1})
-    layout = Layout(cfg.results)
-    build_prompts(cfg, layout.prompts_dir)
-    split(layout.prompts, layout.split_dir, 1)
-    proc = run_generate(cfg, 0, "0.5.17", FAKE_SGLANG_CHUNK="4")
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    _, layout = generate_captured_shard(make_config, write_jsonl, monkeypatch, "no_radix", FAKE_SGLANG_CHUNK="4")
 
     done = json.loads(layout.done(0).read_text())
     record = done["engine"]["hidden_pass"]
