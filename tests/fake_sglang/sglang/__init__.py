@@ -37,6 +37,7 @@ throughput = sys.argv[2]
 for i in range(int(sys.argv[3])):  # scheduler.py's words when a decode step finds the KV pool full
     log(f"KV cache pool is full. Retract requests. #retracted_reqs: {i + 1}, #new_tokens_gained: {700 * (i + 1)}, "
         f"#mamba_num_gained: {3 * (i + 1)}, #new_token_ratio: 0.7000 -> {0.7 + 0.05 * (i + 1):.4f}")
+print("ready", flush=True)  # the lines above are written before the engine takes a request, however slow the machine
 while True:
     log(f"Decode batch, #running-req: {cap}, #full token: 5000, full token usage: 0.05, mamba num: {2 * cap}, "
         f"mamba usage: 0.66, cuda graph: True, gen throughput (token/s): {throughput}, #queue-req: 3")
@@ -78,7 +79,9 @@ class Engine:
             throughput = f"{10.0 * self.cap * (3 if self.server_args.disable_radix_cache else 1) * bf16:.2f}"
         # FAKE_SGLANG_RETRACTIONS=n: n retraction lines, the i-th (from 1) taking back i requests and 700 i tokens
         retractions = os.environ.get("FAKE_SGLANG_RETRACTIONS", "0")
-        self.scheduler = subprocess.Popen([sys.executable, "-c", SCHEDULER, str(self.cap), throughput, retractions])
+        self.scheduler = subprocess.Popen([sys.executable, "-c", SCHEDULER, str(self.cap), throughput, retractions],
+                                          stdout=subprocess.PIPE, text=True)
+        self.scheduler.stdout.readline()  # as SGLang's Engine, wait for the scheduler to be up
         # The prefix cache (unless disable_radix_cache): each finished request's prompt + output, the most recent
         # FAKE_SGLANG_CACHE_KEEPS of them (unset: all; 0: each evicted before any reuse). A request's cached_tokens
         # is its longest common prefix with one kept, short of its last token (SGLang always computes that one).
