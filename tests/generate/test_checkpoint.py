@@ -66,3 +66,15 @@ def test_a_damaged_part_is_named_by_status_and_quarantined_by_generate(tmp_path)
     assert outcomes(layout).generated == {"g1"}
     assert not first.exists() and (layout.shard_dir(0) / "quarantine" / first.name).exists()
     assert second.exists()
+
+
+
+def test_a_part_another_job_moved_to_quarantine_first_is_left_there(tmp_path):
+    """Each shard's generate job reads every shard's parts (a conversation's earlier turns): two jobs starting at
+    once both find another shard's damaged part unreadable, and the one that moves it second finds it gone."""
+    from shardgen.generate.checkpoint_parts import quarantine
+
+    part = PartWriter(Layout(tmp_path).shard_dir(1)).commit([part_row(0)])
+    part.write_bytes(part.read_bytes()[:100])
+    moved = quarantine(part, "truncated")
+    assert quarantine(part, "truncated") == moved and moved.read_bytes() and not part.exists()

@@ -62,9 +62,10 @@ def test_the_demos_empty_text_exports_are_said_on_the_console_and_in_the_report(
 
 
 def test_sigkill_of_the_whole_run_then_the_same_command_completes(workdir):
-    # Longer outputs and small commits, so the kill lands after some parts and before the end.
+    # Small commits (a part per 4 of a shard's ~70 prompts), so the kill lands after some parts and long before the
+    # end; outputs twice the demo's, so that a part takes several polls.
     (workdir / "config" / "test.yaml").write_text(
-        "shards: 2\ncheckpoint: {every_records: 4, every_seconds: 1}\ndefaults: {max_new_tokens: 160}\n"
+        "shards: 2\ncheckpoint: {every_records: 4, every_seconds: 1}\ndefaults: {max_new_tokens: 48}\n"
         "engine: {max_running_requests: 4}\n")
     proc = snakemake(workdir, start_new_session=True)
     deadline = time.monotonic() + 240
@@ -191,29 +192,22 @@ def test_a_wrong_source_path_fails_even_when_results_exist(finished):
     assert "source 'webinstruct': file config/demo/webinstrukt.parquet not found" in out
 
 
-def test_a_deleted_part_is_regenerated_by_a_plain_rerun(finished):
-    part = finished / "results" / "generate" / "shard-000" / "part-00001.parquet"
-    lost = duckdb.sql(f"SELECT count(*) FROM '{part}'").fetchall()[0][0]
-    part.unlink()
-    out = finish(snakemake(finished))
-    assert "rule generate" in out and "rule merge" in out
-    log = (finished / "results" / "logs" / "generate" / "shard-000.log").read_text()
-    assert f"prompts, {lost} to generate" in log and "part-00001.parquet is gone" in log
-    assert check_results(finished)["generated"] == 135
-
-
-def test_a_part_damaged_in_place_is_repaired_by_a_plain_rerun(finished):
-    part = finished / "results" / "generate" / "shard-000" / "part-00001.parquet"
-    lost = duckdb.sql(f"SELECT count(*) FROM '{part}'").fetchall()[0][0]
-    stat = part.stat()
-    with open(part, "r+b") as f:  # a partial copy back, its time kept (cp -p): the folder's time does not change
+def test_a_deleted_part_and_a_part_damaged_in_place_are_regenerated_by_a_plain_rerun(finished):
+    deleted, damaged = (finished / "results" / "generate" / f"shard-{s}" / "part-00001.parquet" for s in ("000", "001"))
+    lost = {part: duckdb.sql(f"SELECT count(*) FROM '{part}'").fetchall()[0][0] for part in (deleted, damaged)}
+    deleted.unlink()
+    stat = damaged.stat()
+    with open(damaged, "r+b") as f:  # a partial copy back, its time kept (cp -p): the folder's time does not change
         f.truncate(stat.st_size // 2)
-    os.utime(part, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    os.utime(damaged, ns=(stat.st_atime_ns, stat.st_mtime_ns))
     out = finish(snakemake(finished))
-    assert "shard 0: part-00001.parquet changed since the shard's done file" in out
+    assert "shard 1: part-00001.parquet changed since the shard's done file" in out
     assert "rule generate" in out and "rule merge" in out
-    log = (finished / "results" / "logs" / "generate" / "shard-000.log").read_text()
-    assert "part-00001.parquet is unreadable" in log and f"prompts, {lost} to generate" in log
+    logs = [(finished / "results" / "logs" / "generate" / f"shard-{s}.log").read_text() for s in ("000", "001")]
+    assert f"prompts, {lost[deleted]} to generate" in logs[0] and "part-00001.parquet is gone" in logs[0]
+    assert f"prompts, {lost[damaged]} to generate" in logs[1]
+    # each shard's job reads every shard's parts (earlier turns): whichever starts first moves the damaged one aside
+    assert sum("shard-001/part-00001.parquet is unreadable (" in log for log in logs) == 1, logs
     assert check_results(finished)["generated"] == 135
     assert "Nothing to be done" in finish(snakemake(finished, "-n"))
 

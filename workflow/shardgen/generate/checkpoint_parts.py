@@ -24,10 +24,18 @@ log = logging.getLogger(__name__)
 
 
 def quarantine(path: Path, reason: str) -> Path:
-    """Move an unreadable part aside (never delete it); its rows are then generated again."""
+    """Move an unreadable part aside (never delete it); its rows are then generated again. Every shard's job reads
+    every shard's parts (a conversation's earlier turns), so two jobs starting at once can both find one part
+    unreadable: the second to move it finds it moved already."""
     target = quarantine_dir(path.parent) / path.name
     target.parent.mkdir(exist_ok=True)
-    os.replace(path, target)
+    try:
+        os.replace(path, target)
+    except FileNotFoundError:
+        if not target.exists():
+            raise
+        log.info("part %s is unreadable: another job moved it to %s", path, target)
+        return target
     if hidden_part_path(path).exists():  # its hidden states go with it: they are generated again with its rows
         os.replace(hidden_part_path(path), hidden_part_path(target))
     log.error("part %s is unreadable (%s): moved to %s; its rows will be generated again", path, reason, target)
