@@ -11,9 +11,15 @@ from pathlib import Path
 import pytest
 import yaml
 
+# Four test workers share the machine's cores (pyproject: -n 4): a torch in each with a thread per core would
+# oversubscribe them, its threads spinning while they wait for each other. One thread each, as Snakemake gives a job
+# of one thread (it sets OMP_NUM_THREADS to the rule's threads); set before a test imports torch, and inherited by
+# the commands the tests start.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
 # Hooks and fixtures of the parallel run (tests/parallel.py), found by pytest here.
 from parallel import (built_once, own_gpu_locks, pytest_collection_modifyitems,  # noqa: F401
-                      pytest_runtest_protocol, pytest_xdist_make_scheduler)
+                      pytest_xdist_make_scheduler)
 
 REPO = Path(__file__).resolve().parent.parent
 DEMO = REPO / "config" / "demo"

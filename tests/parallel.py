@@ -1,7 +1,8 @@
 """The suite on several pytest-xdist workers (pyproject: -n 4): tests are handed out one at a time, except that the
 tests of a module sharing a module-scoped fixture go to one worker, which builds it once; a folder built once per
-session is shared by all workers (built_once); a test marked `alone` runs first, with no other test beside it.
-tests/conftest.py takes the hooks and fixtures from here."""
+session is shared by all workers (built_once); the tests marked `slow` are handed out first, so that the last
+minutes are not one whole-workflow run on one worker while the others idle. tests/conftest.py takes the hooks and
+fixtures from here."""
 
 import fcntl
 import json
@@ -16,9 +17,9 @@ SHARED_MODULES = "modules-sharing-a-fixture.json"  # written by the workers as t
 
 
 @contextmanager
-def flocked(path: Path, how: int = fcntl.LOCK_EX):
+def flocked(path: Path):
     with open(path, "a") as handle:
-        fcntl.flock(handle, how)
+        fcntl.flock(handle, fcntl.LOCK_EX)
         yield
 
 
@@ -47,10 +48,10 @@ def shares_a_module_fixture(item) -> bool:
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config, items):
-    """Tests marked `alone` first (--no-loadscope-reorder keeps this order), so that no other test is under way
-    when they ask for the machine. A worker writes down the modules whose tests share a module-scoped fixture
-    (every worker collects the same tests) for the scheduler."""
-    items.sort(key=lambda item: item.get_closest_marker("alone") is None)
+    """Tests marked `slow` first (--no-loadscope-reorder keeps this order): the longest work starts while there is
+    short work left to fill the other workers around it. A worker writes down the modules whose tests share a
+    module-scoped fixture (every worker collects the same tests) for the scheduler."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
     if worker := os.environ.get("PYTEST_XDIST_WORKER"):
         path = session_root(config._tmp_path_factory) / SHARED_MODULES
         modules = sorted({item.nodeid.split("::")[0] for item in items if shares_a_module_fixture(item)})
@@ -75,20 +76,6 @@ def pytest_xdist_make_scheduler(config, log):
             return module if module in shared else nodeid
 
     return ByTestOrSharedModule(config, log)
-
-
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_protocol(item, nextitem):
-    """A test marked `alone` runs with no other test running: the workers take a shared lock for each test, set-up
-    and tear-down included, and `alone` takes it exclusively. Whoever waits for it exclusively holds the turnstile,
-    so tests starting in the meantime queue behind it instead of keeping it waiting."""
-    if not os.environ.get("PYTEST_XDIST_WORKER"):
-        return (yield)
-    root = session_root(item.config._tmp_path_factory)
-    with open(root / "machine.lock", "a") as machine:
-        with flocked(root / "turnstile.lock"):
-            fcntl.flock(machine, fcntl.LOCK_EX if item.get_closest_marker("alone") else fcntl.LOCK_SH)
-        return (yield)
 
 
 @pytest.fixture(scope="session", autouse=True)

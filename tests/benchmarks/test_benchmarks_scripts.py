@@ -92,3 +92,19 @@ def test_hidden_states_cpu_runs_its_arms_and_matches_its_forecast(tmp_path):
     assert list(arms) == ["off", "bfloat16", "float8_e4m3fn"]
     assert len({a["output_tokens"] for a in arms.values()}) == 1 and all(len(a["wall_s"]) == 2 for a in arms.values())
     assert all(0.95 <= arms[name]["measured_over_forecast"] <= 1.05 for name in ("bfloat16", "float8_e4m3fn"))
+
+
+def test_eta_accuracy_cpu_run_reports_each_mark_against_the_duration(tmp_path):
+    """benchmarks/workflow/eta_accuracy.py --cpu on 48 prompts (6 parts): the shard generated, the ETA read at 10%
+    of the output tokens while most of the run was still to come, each mark's error computed from its prediction.
+    Its accuracy is the benchmark's figure, not asserted here (wall time on a shared machine)."""
+    out = tmp_path / "eta.json"
+    bench(BENCHMARKS / "workflow" / "eta_accuracy.py", "--cpu", tmp_path / "work", "--prompts", "48", "--poll", "0.2",
+          "--save", out)
+    result = json.loads(out.read_text())
+    assert (result["engine"], result["prompts"]) == ("transformers", 48) and result["output_tokens"] > 0
+    first = result["marks"]["10%"]
+    assert 0.1 <= first["committed_share"] < 0.5 and 0 < first["at_s"] < result["duration_s"]
+    for mark in filter(None, result["marks"].values()):
+        assert mark["error_of_duration"] == pytest.approx((mark["predicted_s"] - result["duration_s"])
+                                                          / result["duration_s"], abs=0.01)
