@@ -83,9 +83,10 @@ class Config:
         """The target's tokenizer, template, stop ids and hashes (model.target.ModelInfo), loaded once per config:
         a step that checks, merges and describes the prompt set asks it several times, and each load reads the
         tokenizer and hashes the weights."""
+        from shardgen.layout import Layout
         from shardgen.model.target import ModelInfo
 
-        return ModelInfo.from_config(self.model)
+        return ModelInfo.from_config(self.model, Layout(self.results).model_cache)
 
     @classmethod
     def from_dict(cls, raw: dict) -> "Config":

@@ -174,8 +174,15 @@ class Layout:
 
     @property
     def state_dir(self) -> Path:
-        """shardgen's own files that are no step's output: the resolved configs, the status cache."""
+        """shardgen's own files that are no step's output: the resolved configs, the status cache, the model's
+        cache."""
         return self.root / ".shardgen"
+
+    @property
+    def model_cache(self) -> Path:
+        """What the target's tokenizer and template gave, and the folder signature it holds for
+        (model.target.ModelInfo)."""
+        return self.state_dir / "model-cache.json"
 
     def resolved_config(self, digest: str) -> Path:
         """The resolved config the workflow hands its steps, named by its content."""

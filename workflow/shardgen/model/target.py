@@ -2,6 +2,8 @@
 
 import hashlib
 import json
+import os
+from contextlib import suppress
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -104,16 +106,46 @@ def weights_digest(folder: Path) -> str:
     return digest.hexdigest()
 
 
+def folder_signature(folder: Path, chat_template: str | None, trust_remote_code: bool) -> str:
+    """What a model's fingerprint is made of, read cheaply: each file of its folder by name, size and modification
+    time (ns; a link by its target's), the config's own template and trust_remote_code. The tokenizer, its template
+    and the weights all come from these files."""
+    digest = hashlib.sha256(json.dumps([chat_template, trust_remote_code]).encode())
+    for entry in sorted(folder.iterdir()):
+        if entry.is_file():
+            stat = entry.stat()
+            digest.update(f"\0{entry.name}\0{stat.st_size}\0{stat.st_mtime_ns}".encode())
+    return digest.hexdigest()
+
+
+def _write_cache(cache: Path, signature: str, facts: dict) -> None:
+    """Written whole by a rename (jobs may write it at once: the last one stays, a fact it lacks is worked out
+    again), without store.atomic's fsync and fault points: a cache, never a commit."""
+    tmp = cache.with_name(f".{cache.name}.{os.getpid()}.tmp")
+    try:
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(json.dumps({"signature": signature, "facts": facts}))
+        os.replace(tmp, cache)
+    except OSError:  # a results folder that is read-only (`shardgen status` on a finished run): worked out again
+        with suppress(OSError):
+            tmp.unlink()
+
+
 @dataclass
 class ModelInfo:
     path: Path
     chat_template: str | None = None
     trust_remote_code: bool = False
+    # what the tokenizer and template gave (hashes, end-of-turn and stop ids), kept with the folder_signature they
+    # were worked out for: the steps after prompts (merge, report) and `shardgen status` read them there instead of
+    # loading the tokenizer
+    cache: Path | None = None
 
     @classmethod
-    def from_config(cls, model_cfg: ModelConfig) -> "ModelInfo":
+    def from_config(cls, model_cfg: ModelConfig, cache: Path | None = None) -> "ModelInfo":
         _require_model_folder(model_cfg.path)
-        return cls(Path(model_cfg.path).resolve(), template_text(model_cfg.chat_template), model_cfg.trust_remote_code)
+        return cls(Path(model_cfg.path).resolve(), template_text(model_cfg.chat_template), model_cfg.trust_remote_code,
+                   cache)
 
     @cached_property
     def tokenizer(self):
@@ -133,11 +165,32 @@ class ModelInfo:
     @cached_property
     def fingerprint(self) -> dict:
         """model/tokenizer/template hashes: any change makes every gen_key new (`model`: see weights_digest)."""
-        return {
+        return self._remembered("fingerprint", lambda: {
             "model": weights_digest(self.path),
             "tokenizer": _hash_files(self.path, TOKENIZER_FILES),
             "template": hashlib.sha256(self.template.encode()).hexdigest(),
-        }
+        })
+
+    @cached_property
+    def _signature(self) -> str:
+        return folder_signature(self.path, self.chat_template, self.trust_remote_code)
+
+    def _remembered(self, name: str, work_out):
+        """The fact `name` from the cache while the folder's signature is the one it was worked out for, else
+        work_out()'s, added to the cache (read again first: work_out may have added facts of its own)."""
+        if name in (facts := self._cached_facts()):
+            return facts[name]
+        value = work_out()
+        if self.cache is not None:
+            _write_cache(self.cache, self._signature, {**self._cached_facts(), name: value})
+        return value
+
+    def _cached_facts(self) -> dict:
+        try:
+            cached = json.loads(self.cache.read_text()) if self.cache else {}
+            return cached["facts"] if cached.get("signature") == self._signature else {}
+        except (OSError, ValueError, AttributeError, KeyError, TypeError):  # none yet, or not what this writes
+            return {}
 
     def record(self) -> dict:
         """The model as the manifest records it: folder, hashes (and what the model hash covers), stop ids."""
@@ -152,6 +205,9 @@ class ModelInfo:
     @cached_property
     def stop_token_ids(self) -> list[int]:
         """The generation config's eos ids plus the template's end-of-turn token."""
+        return self._remembered("stop_token_ids", self._stop_token_ids)
+
+    def _stop_token_ids(self) -> list[int]:
         ids = []
         gen_config = self.path / "generation_config.json"
         eos = json.loads(gen_config.read_text()).get("eos_token_id") if gen_config.is_file() else None
@@ -165,6 +221,9 @@ class ModelInfo:
     def end_of_turn_id(self) -> int | None:
         """The first special token the template puts right after an assistant turn's content: what a loader that
         re-renders a conversation ends (and trains) every assistant turn with."""
+        return self._remembered("end_of_turn_id", self._end_of_turn_id)
+
+    def _end_of_turn_id(self) -> int | None:
         marker = "shardgen-end-of-turn-probe"
         text = self.tokenizer.apply_chat_template(
             [{"role": "user", "content": "hi"}, {"role": "assistant", "content": marker}], tokenize=False)
