@@ -46,12 +46,14 @@ def demo_model(tmp_path_factory) -> Path:
 def finished_demo(tmp_path_factory) -> Path:
     """The demo (config/demo.yaml, 2 shards) run by the `snakemake` CLI in a copy of the workflow, once per
     session, with what it printed in demo-run.out. Read it; to change anything in it, copy it first
-    (shutil.copytree, symlinks=True: mtimes are kept)."""
+    (shutil.copytree, symlinks=True: mtimes are kept). On one core (`--cores 1`), as on a 1-core machine: its
+    shards generate one after another, which test_workflow's check of the run's clock reads (the runs of the
+    README's steps and of the hidden-states demo take every core)."""
     def run(work: Path) -> None:
         work.mkdir()
         copy_workflow(work)
         (work / "config" / "test.yaml").write_text("shards: 2\n")
-        with own_group(demo_snakemake(work, start_new_session=True)) as proc:
+        with own_group(demo_snakemake(work, "--cores", "1", start_new_session=True)) as proc:
             out, _ = proc.communicate(timeout=300)
         assert proc.returncode == 0, out[-4000:]
         (work / "demo-run.out").write_text(out)  # what the user saw

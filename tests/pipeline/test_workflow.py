@@ -90,8 +90,9 @@ def test_sigkill_of_the_whole_run_then_the_same_command_completes(workdir):
     assert summary["generated"] == summary["prompts_accepted"]
 
 
-def test_shards_run_one_after_another_are_timed_on_the_runs_real_clock(workdir):
-    finish(snakemake(workdir, "--cores", "1"))  # one job at a time: shard 1 generates after shard 0
+def test_shards_run_one_after_another_are_timed_on_the_runs_real_clock(finished_demo):
+    # the demo ran with --cores 1 (conftest.finished_demo): one job at a time, shard 1 generated after shard 0
+    workdir = finished_demo
     summary = json.loads((workdir / "results" / "report" / "summary.json").read_text())
     check_identities(summary)
     walls = [s["dataset_wall_s"] for s in summary["per_shard"]]
