@@ -1,6 +1,7 @@
 """Every benchmark script imports against today's package (a renamed function fails here, not on a GPU host), and
 the scripts with a CPU path run it: the shard-balance replay and the running-requests figure on a committed H200
-run, `shardgen status` timed on a few parts, and variable_length's workload builder."""
+run, `shardgen status` timed on a few parts, variable_length's workload builder, hidden-state capture's arms and
+the status ETA's accuracy on a short CPU run."""
 
 import importlib.util
 import json
