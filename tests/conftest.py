@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-# Four test workers share the machine's cores (pyproject: -n 4): a torch in each with a thread per core would
+# Three test workers share the machine's cores (pyproject: -n 3): a torch in each with a thread per core would
 # oversubscribe them, its threads spinning while they wait for each other. One thread each, as Snakemake gives a job
 # of one thread (it sets OMP_NUM_THREADS to the rule's threads); set before a test imports torch, and inherited by
 # the commands the tests start.

@@ -1,4 +1,4 @@
-"""The suite on several pytest-xdist workers (pyproject: -n 4): tests are handed out one at a time, except that the
+"""The suite on several pytest-xdist workers (pyproject: -n 3): tests are handed out one at a time, except that the
 tests of a module sharing a module-scoped fixture go to one worker, which builds it once; a folder built once per
 session is shared by all workers (built_once); the tests marked `slow` are handed out first, so that the last
 minutes are not one whole-workflow run on one worker while the others idle. tests/conftest.py takes the hooks and
