@@ -68,7 +68,6 @@ def test_a_damaged_part_is_named_by_status_and_quarantined_by_generate(tmp_path)
     assert second.exists()
 
 
-
 def test_a_part_another_job_moved_to_quarantine_first_is_left_there(tmp_path):
     """Each shard's generate job reads every shard's parts (a conversation's earlier turns): two jobs starting at
     once both find another shard's damaged part unreadable, and the one that moves it second finds it gone."""

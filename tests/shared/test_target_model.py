@@ -55,9 +55,9 @@ def test_a_file_that_is_not_safetensors_is_named(model_copy):
 
 def test_the_tokenizers_facts_are_read_from_the_cache_until_a_file_of_the_folder_changes(model_copy, tmp_path):
     """merge, report and `shardgen status` ask for the hashes, the end-of-turn and stop ids that prompts worked out:
-    read from the results folder's cache, without loading the tokenizer (4.6 s of `shardgen status`'s 5.2 on the
-    demo, transformers' import included); a changed template file or a template in the config: worked out again; a
-    cache that cannot be written: worked out, and no error."""
+    read from the results folder's cache, without loading the tokenizer (`shardgen status` on the demo model: 4.6 s
+    before, 0.9-1.0 s after); a changed template file or a template in the config: worked out again; a cache that
+    cannot be written: worked out, and no error."""
     cache = tmp_path / "results" / ".shardgen" / "model-cache.json"
     first = ModelInfo(model_copy, cache=cache)
     stop_ids = first.stop_token_ids  # as prompts asks: the end-of-turn id it is made of is kept too

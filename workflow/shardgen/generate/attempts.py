@@ -26,6 +26,7 @@ from pathlib import Path
 from shardgen.config.sections import EngineConfig
 from shardgen.engines.registry import backend
 from shardgen.layout import attempts_path, heartbeat_path
+from shardgen.store.atomic import replace_text
 
 MAX_RESTARTS = 3
 BEAT_SECONDS = 5.0
@@ -100,16 +101,9 @@ def log_event(shard_dir: Path, attempt: int, event: str, **detail) -> None:
 
 
 def _beat(path: Path, attempt: int) -> None:
-    # A sign of life, not a result: replaced atomically (status never reads half a file) but never fsynced, and
-    # outside the commit helper so the crash tests' fault points count only real commits.
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        tmp.write_text(json.dumps({"attempt": attempt, "pid": os.getpid(), "host": socket.gethostname(),
-                                   "at": time.time()}))
-        os.replace(tmp, path)
-    except OSError:  # a full disk: no half-written beat left behind
-        tmp.unlink(missing_ok=True)
-        raise
+    # A sign of life, not a result: status never reads half of one, and a full disk leaves no half-written beat.
+    replace_text(json.dumps({"attempt": attempt, "pid": os.getpid(), "host": socket.gethostname(),
+                             "at": time.time()}), path)
 
 
 @contextmanager

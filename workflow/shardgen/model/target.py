@@ -2,7 +2,6 @@
 
 import hashlib
 import json
-import os
 from contextlib import suppress
 from dataclasses import dataclass
 from functools import cached_property
@@ -11,6 +10,7 @@ from pathlib import Path
 from shardgen import ShardgenError
 from shardgen.config.sections import ModelConfig
 from shardgen.sampling import served
+from shardgen.store.atomic import replace_text
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json", "merges.txt",
                    "special_tokens_map.json", "added_tokens.json")
@@ -118,19 +118,6 @@ def folder_signature(folder: Path, chat_template: str | None, trust_remote_code:
     return digest.hexdigest()
 
 
-def _write_cache(cache: Path, signature: str, facts: dict) -> None:
-    """Written whole by a rename (jobs may write it at once: the last one stays, a fact it lacks is worked out
-    again), without store.atomic's fsync and fault points: a cache, never a commit."""
-    tmp = cache.with_name(f".{cache.name}.{os.getpid()}.tmp")
-    try:
-        cache.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_text(json.dumps({"signature": signature, "facts": facts}))
-        os.replace(tmp, cache)
-    except OSError:  # a results folder that is read-only (`shardgen status` on a finished run): worked out again
-        with suppress(OSError):
-            tmp.unlink()
-
-
 @dataclass
 class ModelInfo:
     path: Path
@@ -182,7 +169,11 @@ class ModelInfo:
             return facts[name]
         value = work_out()
         if self.cache is not None:
-            _write_cache(self.cache, self._signature, {**self._cached_facts(), name: value})
+            # jobs may write it at once: the last one stays, and a fact it lacks is worked out again
+            with suppress(OSError):  # a read-only results folder (`shardgen status` on a finished run): not kept
+                self.cache.parent.mkdir(parents=True, exist_ok=True)
+                replace_text(json.dumps({"signature": self._signature, "facts": {**self._cached_facts(), name: value}}),
+                             self.cache)
         return value
 
     def _cached_facts(self) -> dict:

@@ -3,7 +3,7 @@ fsynced, renamed onto the target, then the directory fsynced (so the rename itse
 
 import os
 import shutil
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 import pyarrow as pa
@@ -55,3 +55,17 @@ def write_table(table: pa.Table, path: Path) -> None:
 def write_text(text: str, path: Path) -> None:
     with committed(path) as tmp, open(tmp, "w") as f:
         f.write(text)
+
+
+def replace_text(text: str, path: Path) -> None:
+    """A file that is no result (a heartbeat, a cache) replaced whole, so a reader never sees half of it: a temp file
+    beside it renamed onto it, never fsynced, and outside `committed`, so that the crash tests' fault points count
+    only real commits. On an error (a full disk) no temp file is left, and the error is raised."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    except OSError:
+        with suppress(OSError):  # one that was never made (its folder is not there) leaves nothing to remove
+            tmp.unlink()
+        raise
