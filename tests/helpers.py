@@ -23,6 +23,8 @@ from shardgen.prompts.split import split
 from shardgen.prompts.stage import build_prompts
 from shardgen.sampling import FIELDS
 
+import preloaded
+
 TESTS = Path(__file__).resolve().parent
 FAKE = TESTS / "fake_sglang"
 LOGS = TESTS / "data" / "sglang-logs"
@@ -42,12 +44,14 @@ def greedy_sampling() -> dict:
 
 
 def run_generate(cfg: Config, shard: int, version: str, **env) -> subprocess.CompletedProcess:
-    path = cfg.write_resolved()
+    """`shardgen generate` of one shard on the fake SGLang of this version, its FAKE_SGLANG_* settings in env."""
     environ = {**os.environ, "PYTHONPATH": f"{FAKE}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
                "FAKE_SGLANG_VERSION": version, **env}
-    return subprocess.run([sys.executable, "-m", "shardgen.cli", "--config", str(path), "generate", "--shard",
-                           str(shard), "--done", str(Layout(cfg.results).done(shard))],
-                          env=environ, capture_output=True, text=True, timeout=120)
+    argv = ["--config", str(cfg.write_resolved()), "generate", "--shard", str(shard), "--done",
+            str(Layout(cfg.results).done(shard))]
+    proc = preloaded.start(argv, environ)
+    out, err = proc.communicate(timeout=120)
+    return subprocess.CompletedProcess(argv, proc.returncode, out, err)
 
 
 def run(config, tmp_path):
@@ -65,16 +69,17 @@ def run_merge(layout):
 
 
 def generate(cfg, layout, fault=None, wait=True):
+    """`shardgen generate` of shard 0 with SHARDGEN_FAULT=fault: (its exit status, its stderr), or the running
+    process (preloaded.Process) if not wait."""
     env = {**os.environ, "SHARDGEN_LOCK_DIR": str(layout.root / "locks")}
     env.pop("SHARDGEN_FAULT", None)
     if fault:
         env["SHARDGEN_FAULT"] = fault
-    cmd = [sys.executable, "-m", "shardgen.cli", "--config", str(cfg.write_resolved()), "generate", "--shard", "0",
-           "--done", str(layout.done(0))]
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = preloaded.start(["--config", str(cfg.write_resolved()), "generate", "--shard", "0", "--done",
+                            str(layout.done(0))], env)
     if not wait:
         return proc
-    out, err = proc.communicate(timeout=180)
+    _, err = proc.communicate(timeout=180)
     return proc.returncode, err
 
 

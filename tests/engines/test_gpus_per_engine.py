@@ -6,7 +6,6 @@ import json
 import os
 import re
 import subprocess
-import sys
 from datetime import datetime
 
 import pyarrow.parquet as pq
@@ -17,6 +16,7 @@ from shardgen.layout import Layout
 from shardgen.prompts.split import split
 from shardgen.prompts.stage import build_prompts
 
+import preloaded
 from helpers import FAKE
 
 
@@ -70,9 +70,8 @@ def shards(make_config, write_jsonl, tmp_path):
                "SHARDGEN_GPU_LOCK_DIR": str(tmp_path / "gpu-locks"), "SHARDGEN_LOCK_DIR": str(tmp_path / "locks")}
         env.pop("CUDA_VISIBLE_DEVICES", None)
         config_path = str(cfg.write_resolved())
-        procs = [subprocess.Popen([sys.executable, "-m", "shardgen.cli", "--config", config_path, "generate",
-                                   "--shard", str(s), "--done", str(layout.done(s))],
-                                  env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        procs = [preloaded.start(["--config", config_path, "generate", "--shard", str(s), "--done",
+                                  str(layout.done(s))], env)
                  for s in range(cfg.n_shards)]
         logs = []
         for proc in procs:

@@ -105,15 +105,13 @@ def test_repeated_oom_deaths_lower_memory_at_most_three_times_and_a_rerun_is_nev
 
 def run_retry(cfg, limit=3, **env):
     import os
-    import subprocess
-    import sys
 
+    import preloaded
     from helpers import FAKE
 
     environ = {**os.environ, "PYTHONPATH": f"{FAKE}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
                "FAKE_SGLANG_VERSION": "0.5.17", **env}
-    return subprocess.run([sys.executable, "-m", "shardgen.cli", "--config", str(cfg.write_resolved()), "retry",
-                           "--limit", str(limit)], env=environ, capture_output=True, text=True, timeout=120)
+    return preloaded.run(["--config", str(cfg.write_resolved()), "retry", "--limit", str(limit)], environ, timeout=120)
 
 
 def test_failed_requests_are_listed_and_retried_up_to_a_limit(shard):

@@ -18,6 +18,7 @@ from shardgen.generate import checkpoint
 from shardgen.layout import Layout
 from shardgen.store import db
 
+import preloaded
 from conftest import BIN, copy_workflow, demo_snakemake as snakemake, load_yaml_files
 from helpers import check_identities, check_results
 
@@ -142,8 +143,7 @@ def test_after_shardgen_retry_a_run_makes_only_merge_and_report_again(workdir, m
     monkeypatch.setenv("SHARDGEN_FAULT", "engine_abort:apples")  # the README's faulty run
     finish(snakemake(workdir))
     monkeypatch.delenv("SHARDGEN_FAULT")
-    retried = subprocess.run([str(BIN / "shardgen"), "--config", "config/demo.yaml", "retry"], cwd=workdir,
-                             capture_output=True, text=True, timeout=300)
+    retried = preloaded.run(["--config", "config/demo.yaml", "retry"], cwd=workdir)
     assert retried.returncode == 0 and json.loads(retried.stdout)["retried_shards"], retried.stderr[-3000:]
     planned = finish(snakemake(workdir, "-n"))
     assert "rule generate" not in planned and "rule merge" in planned and "rule report" in planned, planned[-3000:]

@@ -3,9 +3,10 @@ most frequent reasons, and where every rejected row is; the rest of its output g
 a malformed JSON line was said only in rejected.parquet, the report and the log)."""
 
 import subprocess
-import sys
 
 from shardgen.layout import Layout
+
+import preloaded
 
 GOOD = {"question": "What is a good question?", "answer": "This one."}
 
@@ -13,8 +14,7 @@ GOOD = {"question": "What is a good question?", "answer": "This one."}
 def prompts(config, *args) -> subprocess.CompletedProcess:
     """`shardgen prompts` as the rule runs it: its own process, its own stdout and stderr."""
     out = Layout(config.results).prompts_dir
-    return subprocess.run([sys.executable, "-m", "shardgen.cli", "--config", str(config.write_resolved()), "prompts",
-                           "--out", str(out), *args], capture_output=True, text=True, timeout=300)
+    return preloaded.run(["--config", str(config.write_resolved()), "prompts", "--out", str(out), *args])
 
 
 def test_a_source_that_lost_rows_says_so_in_one_line_on_the_console(make_config, write_jsonl, tmp_path):

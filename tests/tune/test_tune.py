@@ -3,8 +3,6 @@ runs out of memory at start-up (no GPU ran: the figures are the fake's)."""
 
 import json
 import os
-import subprocess
-import sys
 
 import duckdb
 import pyarrow.parquet as pq
@@ -16,6 +14,7 @@ from shardgen.layout import Layout
 from shardgen.prompts.stage import build_prompts
 from shardgen.tune.plan import grid
 
+import preloaded
 from helpers import FAKE
 
 
@@ -58,9 +57,8 @@ def tune_env(make_config, write_jsonl, tmp_path):
     env.pop("CUDA_VISIBLE_DEVICES", None)
 
     def tune(*args):
-        return subprocess.run([sys.executable, "-m", "shardgen.cli", "--config", str(cfg.write_resolved()), "tune",
-                               "--sample", "40", "--caps", "8,24", "--max-new-tokens", "8", "--ignore-eos", *args],
-                              env=env, capture_output=True, text=True, timeout=300)
+        return preloaded.run(["--config", str(cfg.write_resolved()), "tune", "--sample", "40", "--caps", "8,24",
+                              "--max-new-tokens", "8", "--ignore-eos", *args], env)
 
     return tune, Layout(cfg.results).root / "tune"
 
