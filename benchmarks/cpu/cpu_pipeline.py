@@ -77,6 +77,7 @@ TOKENIZERS = {"demo": "demo (2,048)", "bpe": "bpe (131,072)"}
 def bench_prompts(args, work: Path) -> Iterator[dict]:
     """One entry per tokenizer, yielded as it is measured (the caller saves each: a run cut short keeps them)."""
     from shardgen.model.demo import build
+    from shardgen.prompts.pool import small_input_rows
 
     demo = build(work / "demo-model", CORPUS)
     source = write_source(work / "source.jsonl", args.rows)
@@ -86,7 +87,9 @@ def bench_prompts(args, work: Path) -> Iterator[dict]:
         entry = {"tokenizer": TOKENIZERS[name], "runs": []}
         for workers in args.workers:
             prompts_dir = work / name / f"prompts-w{workers}"
-            entry["runs"].append({"workers": workers, **run(f"prompts w{workers}", shardgen(
+            # the stage renders an input under small_input_rows() in its own process, whatever --workers says
+            workers_run = workers if args.rows >= small_input_rows() else 1
+            entry["runs"].append({"workers": workers, "workers_run": workers_run, **run(f"prompts w{workers}", shardgen(
                 config, "prompts", "--out", str(prompts_dir), "--workers", str(workers)), work / "prompts.log")})
         floor_json = work / "floor.json"
         # the floor and the per-change costs in one process, one thread, on the rows the stage rendered

@@ -1,10 +1,12 @@
 """Run the prompts stage's chunks through worker processes, results in input order, a bounded number in flight.
 concurrent.futures (not multiprocessing.Pool) because it notices a worker that dies and fails instead of hanging."""
 
+import logging
 import os
 import signal
 from collections import deque
 from collections.abc import Iterable, Iterator
+from itertools import chain
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
@@ -14,9 +16,14 @@ from shardgen.model.chat import ChatEncoder
 from shardgen.config import Config
 from shardgen.model.target import ModelInfo
 from shardgen.prompts.rows import ChunkProcessor, ChunkResult, PromptsError
+from shardgen.prompts import sources
 from shardgen.prompts.sources import Chunk
 
 IN_FLIGHT_PER_WORKER = 2
+# Starting a worker (Python, then the tokenizer: ~1.5 CPU s on the demo) costs about what rendering and tokenizing
+# this many chunks of rows costs in the stage's own process: a smaller input is done there, whatever --workers says.
+SMALL_INPUT_CHUNKS = 4
+log = logging.getLogger(__name__)
 _processor: ChunkProcessor | None = None
 
 
@@ -79,6 +86,26 @@ def _kills(pool: ProcessPoolExecutor, chunk: Chunk) -> bool:
     except BrokenProcessPool:
         return True
     return False
+
+
+def small_input_rows() -> int:
+    """The fewest rows that start the stage's workers; under it, the stage renders them in its own process."""
+    return SMALL_INPUT_CHUNKS * sources.CHUNK_ROWS
+
+
+def workers_to_start(chunks: Iterator[Chunk], workers: int) -> tuple[Iterator[Chunk], int]:
+    """The chunks (read ahead up to small_input_rows()) and `workers`, or 1 where the whole input is smaller."""
+    if workers == 1:
+        return chunks, 1
+    ahead, rows = [], 0
+    for chunk in chunks:
+        ahead.append(chunk)
+        rows += len(chunk)
+        if rows >= small_input_rows():
+            return chain(ahead, chunks), workers
+    log.info("%d rows: rendered in this process, not %d workers (their start costs more below %d rows)", rows,
+             workers, small_input_rows())
+    return iter(ahead), 1
 
 
 def chunk_results(config: Config, model: ModelInfo, chunks: Iterable[Chunk], workers: int) -> Iterator[ChunkResult]:

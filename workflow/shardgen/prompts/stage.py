@@ -17,7 +17,7 @@ from shardgen.store import tables
 from shardgen.store.atomic import committed, write_table
 from shardgen.config import Config
 from shardgen.layout import prompt_table
-from shardgen.prompts.pool import chunk_results
+from shardgen.prompts.pool import chunk_results, workers_to_start
 from shardgen.prompts.rows import ChunkResult
 from shardgen.prompts.sources import open_source
 
@@ -120,7 +120,8 @@ def default_workers() -> int:
 
 def build_prompts(config: Config, out_dir: Path, workers: int | None = None) -> dict:
     """Write prompts/, rejected/, duplicates/ and sources.parquet under out_dir; return per-source counts.
-    `workers` processes render and tokenize (default: the config's prompts.workers, else every usable core)."""
+    At most `workers` processes render and tokenize (default: the config's prompts.workers, else every usable core);
+    an input under pool.small_input_rows() is rendered in this process."""
     workers = workers or config.prompts.workers or default_workers()
     model = config.target_model
     model.stop_token_ids  # fails now, before any row is read, if the template is missing
@@ -132,7 +133,7 @@ def build_prompts(config: Config, out_dir: Path, workers: int | None = None) -> 
         deduper = Deduper([s.name for s in sources], writers)
         bars = [stack.enter_context(tqdm(desc=f"prompts {s.name}", unit="row", mininterval=5))
                 for s in sources]
-        chunks = (chunk for chunk_iter, _, _ in opened for chunk in chunk_iter)
+        chunks, workers = workers_to_start((chunk for chunk_iter, _, _ in opened for chunk in chunk_iter), workers)
         for result in chunk_results(config, model, chunks, workers):
             deduper.add(result, tallies[result.source])
             bars[result.source].update(result.rows_read)
