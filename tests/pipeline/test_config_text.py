@@ -17,8 +17,8 @@ LLAMA_STYLE = ("{{ bos_token }}{% for m in messages %}<|im_start|>{{ m['role'] }
 SYSTEM = "Answer as {name} would."
 
 
-def test_a_braced_template_and_system_prompt_reach_generation_as_written(tmp_path):
-    work = copy_workflow(tmp_path)
+def test_a_braced_template_and_system_prompt_reach_generation_as_written(tmp_path, demo_model):
+    work = copy_workflow(tmp_path, demo_model)
     rows = [{"query": f"What is {{x}} when x = {i}?", "response": "-"} for i in range(3)]
     (work / "braces.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     overlay = {"shards": 1, "model": {"chat_template": LLAMA_STYLE}, "defaults": {"max_new_tokens": 4},

@@ -28,10 +28,10 @@ FAKE_SGLANG = {"gpus": 1, "engine": {"backend": "sglang", "memory_share": 0.5, "
 
 
 @pytest.fixture(scope="module", params=["transformers", "sglang"])
-def captured_demo(tmp_path_factory, request) -> Path:
+def captured_demo(tmp_path_factory, request, demo_model) -> Path:
     """The demo run to its report with hidden states captured, on the CPU engine or the SGLang adapter over its
     fake, and its whole config as a user's one file."""
-    work = copy_workflow(tmp_path_factory.mktemp(f"hidden-{request.param}"))
+    work = copy_workflow(tmp_path_factory.mktemp(f"hidden-{request.param}"), demo_model)
     sglang = request.param == "sglang"
     (work / "config" / "test.yaml").write_text(yaml.safe_dump({**CAPTURE, **(FAKE_SGLANG if sglang else {})}))
     with pytest.MonkeyPatch.context() as env:

@@ -32,8 +32,8 @@ def finish(proc, timeout=300) -> str:
 
 
 @pytest.fixture
-def workdir(tmp_path) -> Path:
-    work = copy_workflow(tmp_path)
+def workdir(tmp_path, demo_model) -> Path:
+    work = copy_workflow(tmp_path, demo_model)
     (work / "config" / "test.yaml").write_text("shards: 2\n")
     return work
 

@@ -1,6 +1,7 @@
 """Stale Snakemake locks: removed when no other run is alive; left, and said to be live, when one is."""
 
 import logging
+import shutil
 import subprocess
 import sys
 import time
@@ -88,13 +89,14 @@ def test_only_the_stale_locks_of_this_runs_results_folder_are_removed(tmp_path, 
 
 
 @pytest.mark.slow
-def test_a_run_on_another_results_folder_is_no_other_run(tmp_path):
+def test_a_run_on_another_results_folder_is_no_other_run(tmp_path, demo_model):
     """Two runs in one working folder, each on its own results folder, as Snakemake allows: the second is not told to
     stop the first (issue 45, item 7). (Snakemake itself removes its whole locks folder as a run ends, the first
     run's locks too: test_only_the_stale_locks_of_this_runs_results_folder_are_removed is what shardgen removes.)"""
     from conftest import copy_workflow, demo_snakemake, own_group
 
     work = copy_workflow(tmp_path)
+    shutil.copytree(demo_model, work / "results-a" / "demo-model")  # newer than its corpus: not built again
     # the first run generates long enough for the second to start and finish beside it
     (work / "config" / "test.yaml").write_text("results_dir: results-a\nmodel: {path: results-a/demo-model}\n"
                                                "defaults: {max_new_tokens: 400}\n")
