@@ -17,6 +17,9 @@ from shardgen.tune.plan import grid
 import preloaded
 from helpers import FAKE
 
+# The real tune calls take ~55 s together on 2 cores and the module is collected last: handed out first, they are
+# not the suite's last minute on one worker while the others idle.
+pytestmark = pytest.mark.slow
 
 
 def engine(**overrides) -> dict:
