@@ -13,6 +13,7 @@ on its stdin and stdout. Imported, it is the client: `start(argv, env)` returns 
 import atexit
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -118,6 +119,7 @@ class _Server:
     def close(self) -> None:
         self._proc.stdin.close()
         self._proc.wait()
+        shutil.rmtree(self.outputs, ignore_errors=True)
 
 
 _server: _Server | None = None
