@@ -5,6 +5,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
@@ -127,6 +128,20 @@ def copy_workflow(dest: Path, demo_model: Path | None = None) -> Path:
     return dest
 
 
+def wait_for(proc: subprocess.Popen, found, what: str, timeout: float = 240, poll_s: float = 0.2):
+    """Poll found() until it returns something true, and return it, while proc (text stdout) runs. Fails with its
+    output if it ends first, or naming `what` after timeout seconds (its output is not read then: it is still
+    running, and a read would wait for it)."""
+    deadline = time.monotonic() + timeout
+    while not (result := found()):
+        if proc.poll() is not None:
+            raise AssertionError(f"ended (rc {proc.returncode}) before {what}: {proc.stdout.read()[-3000:]}")
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no {what} in {timeout:.0f} s")
+        time.sleep(poll_s)
+    return result
+
+
 @contextmanager
 def own_group(proc: subprocess.Popen, grace_s: float = 30.0):
     """A child started with start_new_session=True: when the block ends with the child still running (a timeout,
@@ -145,6 +160,24 @@ def own_group(proc: subprocess.Popen, grace_s: float = 30.0):
         with suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)  # what is left of the group: the child's own children
         proc.wait()
+
+
+# A demo run's overlay for the SGLang adapter against tests/fake_sglang (a model with NemotronH's module names whose
+# forward runs the hooks): one engine on one leased fake GPU, the shards taking turns on it. No GPU runs.
+FAKE_SGLANG_DEMO = {"gpus": 1, "engine": {"backend": "sglang", "memory_share": 0.5, "max_running_requests": 4,
+                                          "sglang": {"mamba_strategy": "no_buffer"}, "args": {}}}
+
+
+def fake_sglang_run(env: pytest.MonkeyPatch, work: Path, **fake_settings: str) -> tuple[str, ...]:
+    """The environment of a `snakemake` run in work on FAKE_SGLANG_DEMO (with FAKE_SGLANG_* settings), set in env;
+    returns the run's arguments (the one fake GPU)."""
+    env.setenv("PYTHONPATH", str(FAKE))
+    env.setenv("FAKE_SGLANG_VERSION", "0.5.17")
+    env.setenv("SHARDGEN_GPU_LOCK_DIR", str(work / "gpu-locks"))
+    env.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    for name, value in fake_settings.items():
+        env.setenv(name, value)
+    return ("--resources", "gpu=1")
 
 
 @pytest.fixture

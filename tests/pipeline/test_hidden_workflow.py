@@ -12,7 +12,8 @@ import pytest
 import yaml
 
 import hidden_loaders
-from conftest import BIN, FAKE, copy_workflow, demo_snakemake, load_yaml_files, own_group
+from conftest import (BIN, FAKE_SGLANG_DEMO, copy_workflow, demo_snakemake, fake_sglang_run, load_yaml_files,
+                      own_group)
 from helpers import check_results
 from shardgen.capture import named_layers
 from shardgen.layout import Layout
@@ -21,10 +22,6 @@ from shardgen.merge.hidden_writers import DFLASH_SHORT
 
 pytestmark = pytest.mark.slow
 CAPTURE = {"shards": 2, "capture": {"hidden_states": {"enabled": True}}}
-# The SGLang adapter against tests/fake_sglang (a model with NemotronH's module names whose forward runs the hooks):
-# one engine on one leased fake GPU, the two shards taking turns on it. No GPU ran.
-FAKE_SGLANG = {"gpus": 1, "engine": {"backend": "sglang", "memory_share": 0.5, "max_running_requests": 4,
-                                     "sglang": {"mamba_strategy": "no_buffer"}, "args": {}}}
 
 
 @pytest.fixture(scope="module", params=["transformers", "sglang"])
@@ -33,14 +30,9 @@ def captured_demo(tmp_path_factory, request, demo_model) -> Path:
     fake, and its whole config as a user's one file."""
     work = copy_workflow(tmp_path_factory.mktemp(f"hidden-{request.param}"), demo_model)
     sglang = request.param == "sglang"
-    (work / "config" / "test.yaml").write_text(yaml.safe_dump({**CAPTURE, **(FAKE_SGLANG if sglang else {})}))
+    (work / "config" / "test.yaml").write_text(yaml.safe_dump({**CAPTURE, **(FAKE_SGLANG_DEMO if sglang else {})}))
     with pytest.MonkeyPatch.context() as env:
-        if sglang:
-            env.setenv("PYTHONPATH", str(FAKE))
-            env.setenv("FAKE_SGLANG_VERSION", "0.5.17")
-            env.setenv("SHARDGEN_GPU_LOCK_DIR", str(work / "gpu-locks"))
-            env.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-        args = ("--resources", "gpu=1") if sglang else ()
+        args = fake_sglang_run(env, work) if sglang else ()
         with own_group(demo_snakemake(work, *args, start_new_session=True)) as proc:
             out, _ = proc.communicate(timeout=600)
     assert proc.returncode == 0, out[-4000:]

@@ -7,7 +7,6 @@ import os
 import shutil
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 import duckdb
@@ -19,7 +18,7 @@ from shardgen.layout import Layout
 from shardgen.store import db
 
 import preloaded
-from conftest import BIN, copy_workflow, demo_snakemake as snakemake, load_yaml_files
+from conftest import BIN, copy_workflow, demo_snakemake as snakemake, load_yaml_files, wait_for
 from helpers import check_identities, check_results
 
 pytestmark = pytest.mark.slow
@@ -69,10 +68,7 @@ def test_sigkill_of_the_whole_run_then_the_same_command_completes(workdir):
         "shards: 2\ncheckpoint: {every_records: 4, every_seconds: 1}\ndefaults: {max_new_tokens: 48}\n"
         "engine: {max_running_requests: 4}\n")
     proc = snakemake(workdir, start_new_session=True)
-    deadline = time.monotonic() + 240
-    while not list(workdir.glob("results/generate/shard-*/part-00001.parquet")):
-        assert proc.poll() is None and time.monotonic() < deadline, proc.stdout.read()[-3000:]
-        time.sleep(0.2)
+    wait_for(proc, lambda: list(workdir.glob("results/generate/shard-*/part-00001.parquet")), "second part committed")
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
     assert list((workdir / ".snakemake" / "locks").glob("*.lock")), "expected the stale lock a SIGKILL leaves"

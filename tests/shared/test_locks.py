@@ -4,12 +4,12 @@ import logging
 import shutil
 import subprocess
 import sys
-import time
 from functools import partial
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+import yaml
 
 from shardgen.store import locks
 from shardgen.store.locks import clear_stale_locks
@@ -89,22 +89,21 @@ def test_only_the_stale_locks_of_this_runs_results_folder_are_removed(tmp_path, 
 
 
 @pytest.mark.slow
-def test_a_run_on_another_results_folder_is_no_other_run(tmp_path, demo_model):
+def test_a_run_on_another_results_folder_is_no_other_run(tmp_path, demo_model, monkeypatch):
     """Two runs in one working folder, each on its own results folder, as Snakemake allows: the second is not told to
     stop the first (issue 45, item 7). (Snakemake itself removes its whole locks folder as a run ends, the first
     run's locks too: test_only_the_stale_locks_of_this_runs_results_folder_are_removed is what shardgen removes.)"""
-    from conftest import copy_workflow, demo_snakemake, own_group
+    from conftest import FAKE_SGLANG_DEMO, copy_workflow, demo_snakemake, fake_sglang_run, own_group, wait_for
 
     work = copy_workflow(tmp_path)
     shutil.copytree(demo_model, work / "results-a" / "demo-model")  # newer than its corpus: not built again
-    # the first run generates long enough for the second to start and finish beside it
-    (work / "config" / "test.yaml").write_text("results_dir: results-a\nmodel: {path: results-a/demo-model}\n"
-                                               "defaults: {max_new_tokens: 400}\n")
-    with own_group(demo_snakemake(work, start_new_session=True)) as first:
-        deadline = time.monotonic() + 240
-        while not (work / "results-a" / "generate" / "shard-000" / "heartbeat.json").exists():
-            assert first.poll() is None and time.monotonic() < deadline, first.stdout.read()[-3000:]
-            time.sleep(0.5)
+    # the first run generates long enough for the second to start and finish beside it, idle: the fake SGLang's
+    # requests take 10 minutes each
+    (work / "config" / "test.yaml").write_text(yaml.safe_dump(
+        {"results_dir": "results-a", "model": {"path": "results-a/demo-model"}, **FAKE_SGLANG_DEMO}))
+    args = fake_sglang_run(monkeypatch, work, FAKE_SGLANG_LATENCY="600")
+    with own_group(demo_snakemake(work, *args, start_new_session=True)) as first:
+        wait_for(first, lambda: list(work.glob("results-a/generate/shard-*/heartbeat.json")), "shard generating")
         (work / "config" / "test.yaml").write_text("results_dir: results-b\nmodel: {path: results-b/demo-model}\n")
         second = demo_snakemake(work, "-c1", "results-b/demo-model/config.json")
         out, _ = second.communicate(timeout=300)

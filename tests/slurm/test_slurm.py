@@ -12,12 +12,11 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
-from conftest import copy_workflow, own_group
+from conftest import copy_workflow, own_group, wait_for
 from helpers import check_results
 
 pytestmark = pytest.mark.slurm
@@ -80,10 +79,8 @@ def test_demo_on_slurm_with_a_cancelled_shard(slurm_cluster, tmp_path):
         "shards: 2\ncheckpoint: {every_records: 4, every_seconds: 1}\ndefaults: {max_new_tokens: 160}\n"
         "engine: {max_running_requests: 4}\n")
     with own_group(snakemake(work)) as run:
-        deadline = time.monotonic() + 240
-        while not (parts := list(work.glob("results/generate/shard-*/part-00001.parquet"))):
-            assert run.poll() is None and time.monotonic() < deadline, run.stdout.read()[-3000:]
-            time.sleep(0.2)
+        parts = wait_for(run, lambda: list(work.glob("results/generate/shard-*/part-00001.parquet")),
+                         "second part committed")
         shard_dir = parts[0].parent
         job_id = json.loads((shard_dir / "attempts.jsonl").read_text().splitlines()[0])["slurm_job_id"]
         assert job_id, "the generate job did not run as a Slurm job"
