@@ -3,12 +3,7 @@
 import math
 from pathlib import Path
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-
-from shardgen.store import db  # noqa: E402
+from shardgen.store import db
 from shardgen.store.atomic import committed
 from shardgen.layout import ReportLayout
 from shardgen.report.forecast import engine_rate, engine_words
@@ -16,7 +11,20 @@ from shardgen.report.forecast import engine_rate, engine_words
 BUCKETS = 40  # the throughput timeline's resolution: about this many buckets whatever the run's length
 
 
+def _subplots(*args, **kwargs):
+    """pyplot.subplots, pyplot imported with the first figure: the workflow reads FIGURES as Snakemake parses it,
+    and every `snakemake` call paid pyplot's import (0.5-0.8 s)."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # no display
+    import matplotlib.pyplot as plt
+
+    return plt.subplots(*args, **kwargs)
+
+
 def _save(fig, path: Path) -> None:
+    import matplotlib.pyplot as plt
+
     with committed(path) as tmp:
         fig.savefig(tmp, dpi=110, format="png")
     plt.close(fig)
@@ -29,7 +37,7 @@ def bucket_seconds(wall_s: float | None) -> int:
 def throughput(con, summary: dict):
     bucket = bucket_seconds(summary.get("dataset_generation_wall_s"))
     df = con.execute(db.prepared(con, "timeline"), {"bucket_s": bucket}).df()
-    fig, ax = plt.subplots(figsize=(9, 4), layout="constrained")
+    fig, ax = _subplots(figsize=(9, 4), layout="constrained")
     for shard, group in df.groupby("shard"):
         ax.plot(group["t"], group["output_tokens_per_s"], ".-", lw=1, label=f"shard {shard}")
     if not df.empty:
@@ -48,12 +56,12 @@ def throughput(con, summary: dict):
 def engine(con, summary: dict):
     df = con.execute(db.sql("engine_timeline")).df()
     if df.empty:  # one note instead of four empty panels
-        fig, ax = plt.subplots(figsize=(10, 2), layout="constrained")
+        fig, ax = _subplots(figsize=(10, 2), layout="constrained")
         ax.axis("off")
         ax.text(0.5, 0.5, "No SGLang scheduler telemetry in this run (the CPU engine reports none):\n"
                 "running requests, queue, KV and mamba usage are drawn for SGLang runs.", ha="center", va="center")
         return fig
-    fig, axes = plt.subplots(2, 2, figsize=(10, 6), sharex=True, layout="constrained")
+    fig, axes = _subplots(2, 2, figsize=(10, 6), sharex=True, layout="constrained")
     panels = [("running", "running requests"), ("queue", "queue"), ("full_token_usage", "KV usage"),
               ("mamba_usage", "mamba usage")]
     for ax, (column, title) in zip(axes.flat, panels):
@@ -66,7 +74,7 @@ def engine(con, summary: dict):
 def lengths(con, summary: dict):
     df = con.execute(db.sql("lengths")).df()
     sources = sorted(df["source"].unique())
-    fig, ax = plt.subplots(figsize=(9, 4), layout="constrained")
+    fig, ax = _subplots(figsize=(9, 4), layout="constrained")
     ax.boxplot([df[df.source == s]["completion_tokens"] for s in sources], showfliers=False)
     ax.set_xticks(range(1, len(sources) + 1), [
         f"{s}\n{df[df.source == s]['cut'].mean():.0%} cut" for s in sources])
@@ -76,7 +84,7 @@ def lengths(con, summary: dict):
 
 def shards(con, summary: dict):
     df = con.execute(db.prepared(con, "tail")).df()
-    fig, ax = plt.subplots(figsize=(9, 4), layout="constrained")
+    fig, ax = _subplots(figsize=(9, 4), layout="constrained")
     ax.bar(df["shard"].astype(str), df["shard_wall_s"], label="generation wall (its attempts' spans)")
     ax.bar(df["shard"].astype(str), df["tail_s"], label="tail (after its last submission)")
     ax.set(title="Per-shard finish times", xlabel="shard", ylabel="seconds")
@@ -87,7 +95,7 @@ def shards(con, summary: dict):
 def outlook(con, summary: dict):
     """Achieved FLOP/s and bytes/s as shares of the GPU's peaks per shard, the forecast in the title."""
     rows = [r for r in summary.get("efficiency", []) if r.get("achieved_tflops") is not None]
-    fig, ax = plt.subplots(figsize=(9, 4), layout="constrained")
+    fig, ax = _subplots(figsize=(9, 4), layout="constrained")
     if rows:
         x = range(len(rows))
         ax.bar([i - 0.2 for i in x], [r["of_peak_tflops"] for r in rows], 0.4, label="FLOP/s of peak")
@@ -113,7 +121,7 @@ def turns(con, summary: dict):
     """Output tokens by turn index: the spread per turn of a conversation, with each turn's row count."""
     df = con.execute("SELECT turn, completion_tokens FROM turns ORDER BY turn").df()
     index = sorted(df["turn"].unique())
-    fig, ax = plt.subplots(figsize=(9, 4), layout="constrained")
+    fig, ax = _subplots(figsize=(9, 4), layout="constrained")
     if index:
         ax.boxplot([df[df.turn == t]["completion_tokens"] for t in index], showfliers=False)
         ax.set_xticks(range(1, len(index) + 1), [f"{t}\n{(df.turn == t).sum()} rows" for t in index])
