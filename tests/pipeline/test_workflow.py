@@ -18,7 +18,7 @@ from shardgen.layout import Layout
 from shardgen.store import db
 
 import preloaded
-from conftest import BIN, copy_workflow, demo_snakemake as snakemake, load_yaml_files, wait_for
+from conftest import BIN, REPO, copy_workflow, demo_snakemake as snakemake, load_yaml_files, wait_for
 from helpers import check_identities, check_results
 
 pytestmark = pytest.mark.slow
@@ -35,6 +35,13 @@ def workdir(tmp_path, demo_model) -> Path:
     work = copy_workflow(tmp_path, demo_model)
     (work / "config" / "test.yaml").write_text("shards: 2\n")
     return work
+
+
+def demo_sources(limit: int) -> list[dict]:
+    """The demo's sources, each read up to `limit` rows: a fresh run whose point is not the demo's size generates a
+    third of its prompts at 12."""
+    return [{**source, "limit": limit} for source in yaml.safe_load((REPO / "config" / "demo.yaml").read_text())[
+        "sources"]]
 
 
 def test_demo_end_to_end_and_single_shard_rerun(finished_demo, finished):
@@ -62,11 +69,11 @@ def test_the_demos_empty_text_exports_are_said_on_the_console_and_in_the_report(
 
 
 def test_sigkill_of_the_whole_run_then_the_same_command_completes(workdir):
-    # Small commits (a part per 4 of a shard's ~70 prompts), so the kill lands after some parts and long before the
-    # end; outputs twice the demo's, so that a part takes several polls.
-    (workdir / "config" / "test.yaml").write_text(
-        "shards: 2\ncheckpoint: {every_records: 4, every_seconds: 1}\ndefaults: {max_new_tokens: 48}\n"
-        "engine: {max_running_requests: 4}\n")
+    # Small commits (a part per 4 of a shard's ~25 prompts), so the kill lands after some parts and before the end;
+    # outputs twice the demo's, so that a part takes several polls.
+    (workdir / "config" / "test.yaml").write_text(yaml.safe_dump({
+        "shards": 2, "checkpoint": {"every_records": 4, "every_seconds": 1}, "defaults": {"max_new_tokens": 48},
+        "engine": {"max_running_requests": 4}, "sources": demo_sources(12)}))
     proc = snakemake(workdir, start_new_session=True)
     wait_for(proc, lambda: list(workdir.glob("results/generate/shard-*/part-00001.parquet")), "second part committed")
     os.killpg(proc.pid, signal.SIGKILL)
@@ -117,6 +124,7 @@ def test_a_run_whose_every_request_failed_reports_its_failures(workdir, monkeypa
 
 def test_a_full_disk_is_not_restarted_on_the_same_full_disk(workdir, monkeypatch):
     monkeypatch.setenv("SHARDGEN_FAULT", "enospc:2")  # a generate job's second part commit meets a full disk
+    (workdir / "config" / "test.yaml").write_text(yaml.safe_dump({"shards": 2, "sources": demo_sources(12)}))
     out = fail(snakemake(workdir))
     res = workdir / "results"
     for shard in ("000", "001"):
