@@ -92,6 +92,34 @@ def test_the_tap_sees_every_line_written_to_fd_2():
     assert lines == ["Decode batch, #running-req: 3", "partial line \xe9 done"]
 
 
+KILLED_AFTER_SAYING_WHY = """
+import os, signal, sys
+from shardgen.engines.logtap import LogTap
+os.dup2(os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_TRUNC), 2)  # the job's log
+tap = LogTap(lambda line: None)
+for n in range(200):  # a scheduler's lines, then the reason, written into the pipe just before the kill
+    os.write(2, f"Decode batch {n}\\n".encode())
+os.write(2, b"no engine progress for 31 s: killing the engine\\n")
+tap.settle()
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def test_a_process_that_kills_itself_after_logging_why_keeps_the_line_in_its_log(tmp_path):
+    """The engine's kill settles its fd 2 tap first: a SIGKILL ends the pump thread too, and the watchdog's reason,
+    logged into the pipe a moment before, was lost from the job's log (seen once in the suite)."""
+    import signal
+    import subprocess
+    import sys
+
+    for attempt in range(5):
+        log = tmp_path / f"job-{attempt}.log"
+        ran = subprocess.run([sys.executable, "-c", KILLED_AFTER_SAYING_WHY, str(log)], timeout=60)
+        assert ran.returncode == -signal.SIGKILL
+        lines = log.read_text().splitlines()
+        assert lines[-1] == "no engine progress for 31 s: killing the engine" and len(lines) == 201, lines[-3:]
+
+
 PLAIN = {"hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2, "num_hidden_layers": 3,
          "intermediate_size": 256, "vocab_size": 1000, "torch_dtype": "float16"}
 

@@ -185,6 +185,7 @@ class SGLangEngine:
 
     def kill(self) -> None:
         self.flush_telemetry()  # what was seen so far survives
+        self.tap.settle()  # and the job's log keeps the line that said why (the watchdog's)
         from sglang.srt.utils import kill_process_tree
         kill_process_tree(os.getpid(), include_parent=True)
         os.kill(os.getpid(), signal.SIGKILL)
