@@ -4,8 +4,12 @@ The crash tests start `shardgen generate` some fifty times to kill it at a chose
 Python spends about 3.5 of its 4 s start importing torch and transformers; a child forked from a server that did
 that once starts in a fraction of it. Each command is still its own process: its own pid, its own environment,
 working folder and files for stdout and stderr, killed by a real SIGKILL, its exit status that of a process
-(-9 when killed, as subprocess reports it). It runs `shardgen.cli.main`, which the server has not imported: the
-child imports the package itself, after its environment is set, as a fresh process would.
+(-9 when killed, as subprocess reports it), killed when it outlives its timeout, as subprocess.run kills it. It
+runs `shardgen.cli.main`, which the server has not imported: the child imports the package itself, after its
+environment is set, as a fresh process would; its `random` and numpy generators are seeded afresh. What a fork
+cannot give it: the server's hash seed (one per test worker, not one per command), and what the libraries already
+imported read from the environment at import (the server starts with the test worker's, without PYTHONPATH: a
+command's PYTHONPATH is put on its sys.path).
 
 Run as a script, this file is the server: one per test worker, started on the first command, talking JSON lines
 on its stdin and stdout. Imported, it is the client: `start(argv, env)` returns a Popen-like handle."""
@@ -44,9 +48,8 @@ def _serve() -> None:
                 _become(request)
                 return  # the child: __main__ runs the command
             reply = {"pid": pid}
-        else:
-            flags = os.WNOHANG if request["op"] == "poll" else 0
-            done, status = os.waitpid(request["pid"], flags)
+        else:  # poll
+            done, status = os.waitpid(request["pid"], os.WNOHANG)
             reply = {"returncode": os.waitstatus_to_exitcode(status) if done else None}
         replies.write(json.dumps(reply) + "\n")
         replies.flush()
@@ -69,13 +72,19 @@ def _become(request: dict) -> None:
     sys.path[0] = request["cwd"]  # as `python -m` puts its folder first
     sys.path[1:1] = extra
     sys.argv = ["shardgen", *request["argv"]]
+    import random
+
+    import numpy
+
+    random.seed()
+    numpy.random.seed()
 
 
 class Process:
     """A forked command, with the subset of subprocess.Popen the tests use."""
 
-    def __init__(self, server: "_Server", pid: int, stdout: Path, stderr: Path):
-        self._server, self.pid, self._stdout, self._stderr = server, pid, stdout, stderr
+    def __init__(self, server: "_Server", argv: list[str], pid: int, stdout: Path, stderr: Path):
+        self._server, self.args, self.pid, self._stdout, self._stderr = server, argv, pid, stdout, stderr
         self.returncode: int | None = None
 
     def poll(self) -> int | None:
@@ -85,18 +94,24 @@ class Process:
 
     def wait(self, timeout: float | None = None) -> int:
         deadline = None if timeout is None else time.monotonic() + timeout
-        while self.poll() is None:
+        while (returncode := self.poll()) is None:
             if deadline is not None and time.monotonic() > deadline:
-                raise subprocess.TimeoutExpired(sys.argv, timeout)
+                raise subprocess.TimeoutExpired(self.args, timeout)
             time.sleep(0.05)
-        return self.returncode
+        return returncode
 
     def kill(self) -> None:
         if self.returncode is None:
             os.kill(self.pid, signal.SIGKILL)
 
     def communicate(self, timeout: float | None = None) -> tuple[str, str]:
-        self.wait(timeout)
+        """Its stdout and stderr once it ended; killed first if it outlives timeout (TimeoutExpired then)."""
+        try:
+            self.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            self.wait()
+            raise
         out, err = self._stdout.read_text(), self._stderr.read_text()
         self._stdout.unlink()
         self._stderr.unlink()
@@ -105,16 +120,21 @@ class Process:
 
 class _Server:
     def __init__(self):
-        env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}  # read when huggingface_hub loads
+        # offline as the CLI sets it, here where huggingface_hub reads it (at import); PYTHONPATH: each command's own
+        env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+        env.pop("PYTHONPATH", None)
         self._proc = subprocess.Popen([sys.executable, __file__], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                       text=True, env=env)
         self.outputs = Path(tempfile.mkdtemp(prefix="shardgen-preloaded-"))
+        self.started = 0  # commands started: each one's output files are named by its number
         atexit.register(self.close)
 
     def ask(self, request: dict) -> dict:
         self._proc.stdin.write(json.dumps(request) + "\n")
         self._proc.stdin.flush()
-        return json.loads(self._proc.stdout.readline())
+        if not (reply := self._proc.stdout.readline()):
+            raise RuntimeError(f"the preloaded server ended (rc {self._proc.wait()}); its stderr is the test's")
+        return json.loads(reply)
 
     def close(self) -> None:
         self._proc.stdin.close()
@@ -130,10 +150,12 @@ def start(argv: list[str], env: dict[str, str], cwd: str | Path | None = None) -
     global _server
     if _server is None:
         _server = _Server()
-    stdout, stderr = (Path(tempfile.mkstemp(dir=_server.outputs, suffix=s)[1]) for s in (".out", ".err"))
-    reply = _server.ask({"op": "start", "argv": [str(a) for a in argv], "env": env, "cwd": str(cwd or os.getcwd()),
+    stdout, stderr = (_server.outputs / f"{_server.started}.{name}" for name in ("out", "err"))
+    _server.started += 1
+    argv = [str(a) for a in argv]
+    reply = _server.ask({"op": "start", "argv": argv, "env": env, "cwd": str(cwd or os.getcwd()),
                          "stdout": str(stdout), "stderr": str(stderr)})
-    return Process(_server, reply["pid"], stdout, stderr)
+    return Process(_server, argv, reply["pid"], stdout, stderr)
 
 
 def run(argv: list[str], env: dict[str, str] | None = None, cwd: str | Path | None = None,

@@ -77,7 +77,7 @@ TOKENIZERS = {"demo": "demo (2,048)", "bpe": "bpe (131,072)"}
 def bench_prompts(args, work: Path) -> Iterator[dict]:
     """One entry per tokenizer, yielded as it is measured (the caller saves each: a run cut short keeps them)."""
     from shardgen.model.demo import build
-    from shardgen.prompts.pool import small_input_rows
+    from shardgen.prompts.pool import IN_PROCESS
 
     demo = build(work / "demo-model", CORPUS)
     source = write_source(work / "source.jsonl", args.rows)
@@ -87,10 +87,11 @@ def bench_prompts(args, work: Path) -> Iterator[dict]:
         entry = {"tokenizer": TOKENIZERS[name], "runs": []}
         for workers in args.workers:
             prompts_dir = work / name / f"prompts-w{workers}"
-            # the stage renders an input under small_input_rows() in its own process, whatever --workers says
-            workers_run = workers if args.rows >= small_input_rows() else 1
-            entry["runs"].append({"workers": workers, "workers_run": workers_run, **run(f"prompts w{workers}", shardgen(
-                config, "prompts", "--out", str(prompts_dir), "--workers", str(workers)), work / "prompts.log")})
+            measured = run(f"prompts w{workers}", shardgen(config, "prompts", "--out", str(prompts_dir), "--workers",
+                                                           str(workers)), work / "prompts.log")
+            # the stage renders an input under pool.small_input_rows() in its own process, whatever --workers says
+            workers_run = 1 if IN_PROCESS in (work / "prompts.log").read_text() else workers
+            entry["runs"].append({"workers": workers, "workers_run": workers_run, **measured})
         floor_json = work / "floor.json"
         # the floor and the per-change costs in one process, one thread, on the rows the stage rendered
         entry["floor_process"] = run("floor", [sys.executable, str(Path(__file__).with_name("bench_floor.py")),

@@ -69,7 +69,7 @@ def test_the_demos_empty_text_exports_are_said_on_the_console_and_in_the_report(
 
 
 def test_sigkill_of_the_whole_run_then_the_same_command_completes(workdir):
-    # Small commits (a part per 4 of a shard's ~25 prompts), so the kill lands after some parts and before the end;
+    # Small commits (a part per 4 of a shard's ~30 prompts), so the kill lands after some parts and before the end;
     # outputs twice the demo's, so that a part takes several polls.
     (workdir / "config" / "test.yaml").write_text(yaml.safe_dump({
         "shards": 2, "checkpoint": {"every_records": 4, "every_seconds": 1}, "defaults": {"max_new_tokens": 48},

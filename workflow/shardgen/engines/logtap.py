@@ -45,8 +45,11 @@ class LogTap:
         Settled once the pipe is empty and everything read was written, twice 20 ms apart (the pump counts a read
         only after the read returns)."""
         deadline, settled = time.monotonic() + timeout_s, 0
-        while settled < 2 and time.monotonic() < deadline:
-            idle = self._unread() == 0 and self.read_bytes == self.written_bytes
+        while settled < 2 and time.monotonic() < deadline and self.thread.is_alive():  # ended: it passed on all
+            try:
+                idle = self._unread() == 0 and self.read_bytes == self.written_bytes
+            except OSError:  # the pump closed the pipe as it ended, between the check above and this one
+                return
             settled = settled + 1 if idle else 0
             time.sleep(0.02)
 

@@ -23,6 +23,7 @@ IN_FLIGHT_PER_WORKER = 2
 # Starting a worker (Python, then the tokenizer: ~1.5 CPU s on the demo) costs about what rendering and tokenizing
 # this many chunks of rows costs in the stage's own process: a smaller input is done there, whatever --workers says.
 SMALL_INPUT_CHUNKS = 4
+IN_PROCESS = "rendered in this process"  # what the stage's log says when it starts no worker
 log = logging.getLogger(__name__)
 _processor: ChunkProcessor | None = None
 
@@ -103,8 +104,8 @@ def workers_to_start(chunks: Iterator[Chunk], workers: int) -> tuple[Iterator[Ch
         rows += len(chunk)
         if rows >= small_input_rows():
             return chain(ahead, chunks), workers
-    log.info("%d rows: rendered in this process, not %d workers (their start costs more below %d rows)", rows,
-             workers, small_input_rows())
+    log.info("%d rows: %s, not %d workers (their start costs more below %d rows)", rows, IN_PROCESS, workers,
+             small_input_rows())
     return iter(ahead), 1
 
 
