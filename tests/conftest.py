@@ -112,9 +112,9 @@ def load_yaml_files(*paths) -> dict:
     return merged
 
 
-def copy_workflow(dest: Path, demo_model: Path | None = None) -> Path:
+def copy_workflow(dest: Path, demo_model: Path | None = None, results: str = "results") -> Path:
     """The repository's workflow files (no results) in dest, for snakemake runs in isolation. With demo_model (the
-    session's, conftest.demo_model), the demo's model is already in results/demo-model, newer than its corpus:
+    session's, conftest.demo_model), the demo's model is already in `results`/demo-model, newer than its corpus:
     Snakemake does not build it again, for the runs whose point is a later step (finished_demo and the README's
     steps build it)."""
     for name in ("Snakefile", "workflow", "config", "profiles", "envs"):
@@ -124,7 +124,7 @@ def copy_workflow(dest: Path, demo_model: Path | None = None) -> Path:
         else:
             shutil.copy(src, dest / name)
     if demo_model is not None:
-        shutil.copytree(demo_model, dest / "results" / "demo-model")
+        shutil.copytree(demo_model, dest / results / "demo-model")
     return dest
 
 

@@ -1,6 +1,6 @@
 """`shardgen` commands as real processes forked from one that has already imported torch and transformers.
 
-The crash tests start `shardgen generate` some fifty times to kill it at a chosen moment and resume it. A fresh
+The crash tests start `shardgen generate` some sixty times to kill it at a chosen moment and resume it. A fresh
 Python spends about 3.5 of its 4 s start importing torch and transformers; a child forked from a server that did
 that once starts in a fraction of it. Each command is still its own process: its own pid, its own environment,
 working folder and files for stdout and stderr, killed by a real SIGKILL, its exit status that of a process
@@ -17,6 +17,7 @@ on its stdin and stdout. Imported, it is the client: `start(argv, env)` returns 
 import atexit
 import json
 import os
+import random
 import shutil
 import signal
 import subprocess
@@ -25,6 +26,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import numpy
+
 # Imported by the server before any fork, leaving it one thread (pyarrow would start jemalloc's; it and duckdb
 # import in 0.06 s). Nothing of shardgen's: a child imports it with its own environment.
 PRELOAD = ("torch", "transformers", "transformers.models.nemotron_h.modeling_nemotron_h",
@@ -32,7 +35,7 @@ PRELOAD = ("torch", "transformers", "transformers.models.nemotron_h.modeling_nem
 
 
 def _serve() -> None:
-    """Answer requests until stdin closes: start a command, poll a child, wait for a child."""
+    """Answer requests until stdin closes: start a command (fork), poll a child (reap it once it ended)."""
     import importlib
 
     for name in PRELOAD:
@@ -72,10 +75,6 @@ def _become(request: dict) -> None:
     sys.path[0] = request["cwd"]  # as `python -m` puts its folder first
     sys.path[1:1] = extra
     sys.argv = ["shardgen", *request["argv"]]
-    import random
-
-    import numpy
-
     random.seed()
     numpy.random.seed()
 

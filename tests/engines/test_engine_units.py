@@ -2,6 +2,9 @@
 lines, a stall kills the engine), the fd 2 tap, and the model shape (weights, state and KV sizes, dtypes)."""
 
 import os
+import signal
+import subprocess
+import sys
 import threading
 import time
 
@@ -108,10 +111,6 @@ os.kill(os.getpid(), signal.SIGKILL)
 def test_a_process_that_kills_itself_after_logging_why_keeps_the_line_in_its_log(tmp_path):
     """The engine's kill settles its fd 2 tap first: a SIGKILL ends the pump thread too, and the watchdog's reason,
     logged into the pipe a moment before, was lost from the job's log (seen once in the suite)."""
-    import signal
-    import subprocess
-    import sys
-
     for attempt in range(5):
         log = tmp_path / f"job-{attempt}.log"
         ran = subprocess.run([sys.executable, "-c", KILLED_AFTER_SAYING_WHY, str(log)], timeout=60)

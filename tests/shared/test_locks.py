@@ -1,7 +1,6 @@
 """Stale Snakemake locks: removed when no other run is alive; left, and said to be live, when one is."""
 
 import logging
-import shutil
 import subprocess
 import sys
 from functools import partial
@@ -95,8 +94,7 @@ def test_a_run_on_another_results_folder_is_no_other_run(tmp_path, demo_model, m
     run's locks too: test_only_the_stale_locks_of_this_runs_results_folder_are_removed is what shardgen removes.)"""
     from conftest import FAKE_SGLANG_DEMO, copy_workflow, demo_snakemake, fake_sglang_run, own_group, wait_for
 
-    work = copy_workflow(tmp_path)
-    shutil.copytree(demo_model, work / "results-a" / "demo-model")  # newer than its corpus: not built again
+    work = copy_workflow(tmp_path, demo_model, results="results-a")
     # the first run generates long enough for the second to start and finish beside it, idle: the fake SGLang's
     # requests take 10 minutes each
     (work / "config" / "test.yaml").write_text(yaml.safe_dump(

@@ -11,23 +11,25 @@ from shardgen.report.forecast import engine_rate, engine_words
 BUCKETS = 40  # the throughput timeline's resolution: about this many buckets whatever the run's length
 
 
-def _subplots(*args, **kwargs):
-    """pyplot.subplots, pyplot imported with the first figure: the workflow reads FIGURES as Snakemake parses it,
+def _pyplot():
+    """pyplot without a display, imported with the first figure: the workflow reads FIGURES as Snakemake parses it,
     and every `snakemake` call paid pyplot's import (0.5-0.8 s)."""
     import matplotlib
 
-    matplotlib.use("Agg")  # no display
+    matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    return plt.subplots(*args, **kwargs)
+    return plt
+
+
+def _subplots(*args, **kwargs):
+    return _pyplot().subplots(*args, **kwargs)
 
 
 def _save(fig, path: Path) -> None:
-    import matplotlib.pyplot as plt
-
     with committed(path) as tmp:
         fig.savefig(tmp, dpi=110, format="png")
-    plt.close(fig)
+    _pyplot().close(fig)
 
 
 def bucket_seconds(wall_s: float | None) -> int:
